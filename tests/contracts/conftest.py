@@ -1,0 +1,81 @@
+"""Minimal contract implementations shared by the contract and enforcement tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import pytest
+from typing_extensions import override
+
+from kvcontract import (
+    BlockIdsSpec,
+    LookupResult,
+    ManagerStats,
+    OffloadingManager,
+    OffloadKey,
+    PrepareStoreOutput,
+    ReqContext,
+    make_offload_key,
+)
+
+
+class RecordingManager(OffloadingManager):
+    """Stores every key it is asked to and records the calls it receives."""
+
+    def __init__(self) -> None:
+        self.stored: list[OffloadKey] = []
+        self.calls: list[str] = []
+
+    @override
+    def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
+        self.calls.append("lookup")
+        return LookupResult.HIT if key in self.stored else LookupResult.MISS
+
+    @override
+    def prepare_load(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> BlockIdsSpec:
+        return BlockIdsSpec([self.stored.index(k) for k in keys])
+
+    @override
+    def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> None:
+        self.calls.append(f"touch:{len(keys)}")
+
+    @override
+    def prepare_store(
+        self, keys: Sequence[OffloadKey], req_context: ReqContext
+    ) -> PrepareStoreOutput | None:
+        new = [k for k in keys if k not in self.stored]
+        first = len(self.stored)
+        return PrepareStoreOutput(new, BlockIdsSpec(range(first, first + len(new))), [])
+
+    @override
+    def complete_store(
+        self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True
+    ) -> None:
+        if success:
+            self.stored.extend(keys)
+
+    @override
+    def stats(self) -> ManagerStats:
+        return ManagerStats(capacity=1024, used=len(self.stored))
+
+    @override
+    def reset_cache(self) -> None:
+        self.stored.clear()
+
+
+@pytest.fixture
+def manager() -> RecordingManager:
+    """A fresh recording manager."""
+    return RecordingManager()
+
+
+@pytest.fixture
+def ctx() -> ReqContext:
+    """A request context."""
+    return ReqContext("request-0")
+
+
+@pytest.fixture
+def keys() -> list[OffloadKey]:
+    """Three distinct keys."""
+    return [make_offload_key(bytes([i]) * 8) for i in range(3)]
