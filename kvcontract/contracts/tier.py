@@ -10,7 +10,7 @@ from typing import Protocol
 from kvcontract.contracts.base import Contract
 from kvcontract.contracts.keys import OffloadKey
 from kvcontract.contracts.request import LookupResult
-from kvcontract.contracts.values import TransferResult
+from kvcontract.contracts.values import OffloadingEvent, TransferResult
 
 __all__ = ["SecondaryTier", "TierJob"]
 
@@ -53,6 +53,10 @@ class SecondaryTier(Contract, Protocol):
     def touch(self, keys: Sequence[OffloadKey]) -> None:
         """Mark ``keys`` recently used, the first key most recently."""
         return None
+
+    def take_events(self) -> list[OffloadingEvent]:
+        """Blocks this tier gained or lost (evicted, found corrupt) since the last call."""
+        return []
 
     def shutdown(self) -> None:
         """Finish in-flight jobs and release resources."""

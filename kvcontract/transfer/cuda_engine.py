@@ -1,0 +1,163 @@
+"""Runs copy jobs on a CUDA device: one stream per direction, events for completion and timing.
+
+Each direction has its own stream, which first waits for the stream that was current at
+submission, so a store never reads a block before the model wrote it. Events around
+each job tell when it is done and how long it took on its stream. The copies themselves
+follow :mod:`kvcontract.transfer.staged_copy`; the zero-copy way is used when the host
+buffer is pinned and a kernel on the device is seen to reach pinned host memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import torch
+from typing_extensions import override
+
+from kvcontract.contracts import TransferResult
+from kvcontract.transfer.engine import CopyEngine, Direction
+from kvcontract.transfer.host_buffer import HostBuffer
+from kvcontract.transfer.layout import KVCacheLayout
+from kvcontract.transfer.mapping import BlockMapping
+from kvcontract.transfer.staged_copy import StagedCopier
+
+__all__ = ["CudaCopyEngine", "device_alias"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Job:
+    job_id: int
+    start: torch.Event
+    end: torch.Event
+    nbytes: int
+    success: bool
+
+
+class CudaCopyEngine(CopyEngine):
+    """Runs jobs on two CUDA streams through device staging, by zero-copy kernels or memcpy runs."""
+
+    def __init__(
+        self, layout: KVCacheLayout, host: torch.Tensor, *, zero_copy: bool | None = None
+    ) -> None:
+        """``zero_copy``: ``None`` uses it when the host buffer allows, ``True`` requires it."""
+        self._device = layout.device
+        rows = host.view(-1, layout.bytes_per_gpu_block)
+        view = device_alias(rows, self._device) if zero_copy is not False else None
+        if zero_copy and view is None:
+            raise ValueError(
+                "zero-copy needs pinned host memory that the device can address; pass "
+                "cuda_zero_copy=None to fall back to memcpy"
+            )
+        self._copier = StagedCopier(layout, rows, view)
+        self._streams = {direction: torch.Stream(self._device) for direction in Direction}
+        self._jobs: dict[Direction, deque[_Job]] = {direction: deque() for direction in Direction}
+        self._lock = threading.Lock()
+
+    @property
+    @override
+    def name(self) -> str:
+        return "cuda-zero-copy" if self._copier.zero_copy else "cuda-memcpy"
+
+    @override
+    def submit(self, job_id: int, direction: Direction, mapping: BlockMapping) -> None:
+        stream = self._streams[direction]
+        start = torch.Event(self._device, enable_timing=True)
+        end = torch.Event(self._device, enable_timing=True)
+        success = True
+        compute = torch.accelerator.current_stream(self._device)
+        with stream:
+            stream.wait_stream(compute)
+            start.record(stream)
+            try:
+                self.enqueue(direction, mapping)
+            except Exception:
+                _log.exception("%s job %d failed", direction.value, job_id)
+                success = False
+            finally:
+                end.record(stream)
+        with self._lock:
+            self._jobs[direction].append(_Job(job_id, start, end, mapping.nbytes, success))
+
+    @override
+    def finished(self) -> list[TransferResult]:
+        done: list[TransferResult] = []
+        with self._lock:
+            for jobs in self._jobs.values():
+                while jobs and jobs[0].end.query():
+                    job = jobs.popleft()
+                    seconds = job.start.elapsed_time(job.end) / 1000
+                    nbytes = job.nbytes if job.success else 0
+                    done.append(TransferResult(job.job_id, job.success, nbytes, seconds))
+        return done
+
+    @override
+    def wait(self, job_ids: Collection[int]) -> None:
+        with self._lock:
+            ends = [
+                job.end for jobs in self._jobs.values() for job in jobs if job.job_id in job_ids
+            ]
+        for end in ends:
+            end.synchronize()
+
+    @override
+    def shutdown(self) -> None:
+        for stream in self._streams.values():
+            stream.synchronize()
+
+    def enqueue(self, direction: Direction, mapping: BlockMapping) -> None:
+        """Queue the copies of ``mapping`` on the current stream (the direction's stream)."""
+        self._copier.copy(direction, mapping)
+
+
+def device_alias(rows: torch.Tensor, device: torch.device) -> torch.Tensor | None:
+    """``rows`` (pinned host memory) as a tensor on ``device`` sharing its memory, or ``None``.
+
+    First checked on a scratch buffer pinned the same way: a kernel writes a pattern
+    through the device view and the host must read it back. The engine's blocks are
+    never touched by the check.
+    """
+    if not rows.is_pinned():
+        return None
+    scratch = HostBuffer(1, 16, pin=True)
+    try:
+        probe = _on_device(scratch.tensor, device) if scratch.pinned else None
+        if probe is None:
+            return None
+        pattern = torch.arange(1, 17, dtype=torch.uint8, device=device).view(1, 16)
+        probe.index_copy_(0, torch.zeros(1, dtype=torch.int64, device=device), pattern)
+        torch.cuda.synchronize(device)
+        if not torch.equal(scratch.tensor, pattern.cpu()):
+            return None
+        return _on_device(rows, device)
+    except (RuntimeError, TypeError, ValueError) as error:
+        _log.info("host memory not addressable from %s (%s); copying with memcpy", device, error)
+        return None
+    finally:
+        scratch.close()
+
+
+def _on_device(host: torch.Tensor, device: torch.device) -> torch.Tensor | None:
+    """A ``device`` tensor over the (pinned, contiguous) memory of ``host``, if torch makes one."""
+    flat = torch.as_tensor(_CudaArray(host.data_ptr(), host.numel()))
+    if flat.device != device or flat.data_ptr() != host.data_ptr():
+        return None
+    return flat.view(host.shape)
+
+
+class _CudaArray:
+    """Device-addressable memory described by the CUDA array interface, for ``torch.as_tensor``."""
+
+    def __init__(self, pointer: int, nbytes: int) -> None:
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (pointer, False),
+            "strides": None,
+            "version": 2,
+        }

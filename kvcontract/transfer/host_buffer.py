@@ -1,0 +1,129 @@
+"""Host memory for the offload blocks: allocated once, pinned for fast device copies, shareable.
+
+The buffer is mapped memory (anonymous, or with a shared-memory path a file mapped
+``MAP_SHARED``, for example under ``/dev/shm``, so several processes map one region),
+asked for huge pages, which random block copies benefit from. To pin it, it is
+page-locked in place with ``cudaHostRegister``: the GPU then copies at full bus speed
+and, with unified addressing, kernels can address it. Where registering fails, an
+anonymous buffer is allocated again from torch's pinned allocator instead (which rounds
+sizes up to a power of two, hence not the first choice). If neither pins, the buffer
+stays pageable, with one warning.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import warnings
+from typing import Any, cast
+
+import torch
+
+__all__ = ["HostBuffer"]
+
+
+class HostBuffer:
+    """``num_blocks`` host blocks of ``block_bytes`` bytes each, as one uint8 tensor."""
+
+    def __init__(
+        self,
+        num_blocks: int,
+        block_bytes: int,
+        *,
+        pin: bool,
+        shared_memory_path: str | None = None,
+    ) -> None:
+        if num_blocks < 1:
+            raise ValueError(f"num_host_blocks must be at least 1, got {num_blocks}")
+        if block_bytes < 1:
+            raise ValueError(f"host blocks must hold at least one byte, got {block_bytes}")
+        self._path = shared_memory_path
+        nbytes = num_blocks * block_bytes
+        flat = _mapped(nbytes, shared_memory_path)
+        self._registered = self._pinned = False
+        if pin:
+            failures: list[str] = []
+            self._registered = self._pinned = _register(flat, failures)
+            if not self._pinned and shared_memory_path is None:
+                pinned = _torch_pinned(nbytes, failures)
+                if pinned is not None:
+                    flat, self._pinned = pinned, True
+            if not self._pinned:
+                warnings.warn(
+                    f"could not pin the host buffer ({'; '.join(failures)}); using pageable "
+                    "memory, which makes GPU<->host copies slower and synchronous",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+        self._tensor = flat.view(num_blocks, block_bytes)
+
+    @property
+    def tensor(self) -> torch.Tensor:
+        """The buffer, ``(num_blocks, block_bytes)`` uint8: row ``b`` is host block ``b``."""
+        return self._tensor
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the buffer is page-locked for device copies."""
+        return self._pinned
+
+    @property
+    def shared_memory_path(self) -> str | None:
+        """The file backing the buffer, if it is shared."""
+        return self._path
+
+    def close(self) -> None:
+        """Unpin memory registered in place (it stays usable, pageable); a shared file stays."""
+        if self._registered:
+            self._registered = self._pinned = False
+            torch.cuda.check_error(_cudart().cudaHostUnregister(self._tensor.data_ptr()))
+
+
+def _mapped(nbytes: int, path: str | None) -> torch.Tensor:
+    if path is None:
+        region = mmap.mmap(-1, nbytes)
+    else:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                os.ftruncate(fd, nbytes)
+            elif size != nbytes:
+                raise ValueError(
+                    f"shared memory file {path} holds {size} bytes, this host buffer needs "
+                    f"{nbytes} (num_host_blocks x bytes per offload block): map it with the same "
+                    "geometry, or remove the file"
+                )
+            region = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED)
+        finally:
+            os.close(fd)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            region.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass  # huge pages are only a speed-up; some kernels and file systems refuse them
+    return torch.frombuffer(region, dtype=torch.uint8)
+
+
+def _register(flat: torch.Tensor, failures: list[str]) -> bool:
+    """Page-lock ``flat`` in place with ``cudaHostRegister``; on failure say why in ``failures``."""
+    try:
+        torch.cuda.check_error(_cudart().cudaHostRegister(flat.data_ptr(), flat.numel(), 0))
+    except (RuntimeError, AssertionError) as error:
+        failures.append(f"cudaHostRegister: {error}")
+        return False
+    return True
+
+
+def _torch_pinned(nbytes: int, failures: list[str]) -> torch.Tensor | None:
+    try:
+        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    except RuntimeError as error:
+        failures.append(f"pinned allocation: {error}")
+        return None
+
+
+def _cudart() -> Any:
+    """torch's binding of the CUDA runtime (``cudaHostRegister``...), which torch leaves untyped."""
+    # torch leaves cudart() unannotated
+    return cast(Any, torch.cuda.cudart())  # type: ignore[no-untyped-call]

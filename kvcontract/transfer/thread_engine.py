@@ -1,0 +1,186 @@
+"""Copies between KV-cache tensors and the host buffer when both are in host memory.
+
+One background thread per direction runs the jobs in order. A job becomes a list of
+pages (one block of one tensor: a contiguous run of bytes on both sides); pages that
+follow each other on both sides are merged, and each remaining run is one ``memmove``.
+That moves every byte once, which gathering into a staging buffer and scattering from
+it cannot (it moves them twice); ``ctypes`` releases the GIL during each ``memmove``.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import logging
+import queue
+import threading
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from typing_extensions import override
+
+from kvcontract.contracts import TransferResult
+from kvcontract.transfer.engine import CopyEngine, Direction
+from kvcontract.transfer.layout import KVCacheGroup, KVCacheLayout
+from kvcontract.transfer.mapping import BlockMapping, GroupMapping
+
+__all__ = ["Pages", "ThreadCopyEngine"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Pages:
+    """Byte runs to copy: run ``i`` is ``sizes[i]`` bytes from address ``src[i]`` to ``dst[i]``."""
+
+    dst: list[int]
+    src: list[int]
+    sizes: list[int]
+
+
+@dataclass(frozen=True)
+class _Job:
+    job_id: int
+    direction: Direction
+    mapping: BlockMapping
+
+
+@dataclass(frozen=True)
+class _GroupAddresses:
+    """Per-plane start address, row stride, row width and host-row offset of one group."""
+
+    bases: npt.NDArray[np.int64]
+    strides: npt.NDArray[np.int64]
+    widths: npt.NDArray[np.int64]
+    offsets: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, group: KVCacheGroup) -> _GroupAddresses:
+        def column(values: list[int]) -> npt.NDArray[np.int64]:
+            return np.array(values, dtype=np.int64)
+
+        return cls(
+            column([p.rows.data_ptr() for p in group.planes]),
+            column([p.row_stride for p in group.planes]),
+            column([p.block_bytes for p in group.planes]),
+            column(list(group.offsets)),
+        )
+
+
+class ThreadCopyEngine(CopyEngine):
+    """Copies on background threads (one per direction) with one ``memmove`` per contiguous run."""
+
+    def __init__(self, layout: KVCacheLayout, host: torch.Tensor) -> None:
+        if layout.device.type != "cpu" or host.device.type != "cpu":
+            raise ValueError(
+                f"ThreadCopyEngine copies within host memory; the KV caches are on {layout.device}"
+            )
+        self._layout = layout  # keeps alive the memory the copies address by raw pointer
+        self._host = host
+        self._host_base = host.data_ptr()
+        self._row_bytes = layout.bytes_per_gpu_block
+        self._addresses = tuple(_GroupAddresses.of(group) for group in layout.groups)
+        self._lock = threading.Lock()
+        self._done: list[TransferResult] = []
+        self._running: dict[int, threading.Event] = {}
+        self._queues: dict[Direction, queue.SimpleQueue[_Job | None]] = {
+            direction: queue.SimpleQueue() for direction in Direction
+        }
+        self._threads = [
+            threading.Thread(
+                target=self._serve,
+                args=(self._queues[direction],),
+                name=f"kvcontract-{direction.value}",
+                daemon=True,
+            )
+            for direction in Direction
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    @property
+    @override
+    def name(self) -> str:
+        return "cpu-threads-memmove"
+
+    @override
+    def submit(self, job_id: int, direction: Direction, mapping: BlockMapping) -> None:
+        with self._lock:
+            self._running[job_id] = threading.Event()
+        self._queues[direction].put(_Job(job_id, direction, mapping))
+
+    @override
+    def finished(self) -> list[TransferResult]:
+        with self._lock:
+            done, self._done = self._done, []
+        return done
+
+    @override
+    def wait(self, job_ids: Collection[int]) -> None:
+        with self._lock:
+            events = [self._running[i] for i in job_ids if i in self._running]
+        for event in events:
+            event.wait()
+
+    @override
+    def shutdown(self) -> None:
+        for jobs in self._queues.values():
+            jobs.put(None)
+        for thread in self._threads:
+            thread.join()
+
+    def run(self, direction: Direction, mapping: BlockMapping) -> None:
+        """Copy every pair of ``mapping`` now, on the calling thread."""
+        for group in mapping.groups:
+            self.copy_pages(self.pages(direction, group))
+
+    def pages(self, direction: Direction, mapping: GroupMapping) -> Pages:
+        """One group's byte runs, block by block and plane by plane, merged where contiguous."""
+        at = self._addresses[mapping.group]
+        gpu = at.bases + mapping.gpu_ids[:, None] * at.strides
+        host = self._host_base + mapping.host_rows[:, None] * self._row_bytes + at.offsets
+        sizes = np.broadcast_to(at.widths, gpu.shape).ravel()
+        src, dst = (gpu, host) if direction is Direction.STORE else (host, gpu)
+        return _merged(dst.ravel(), src.ravel(), sizes)
+
+    def copy_pages(self, pages: Pages) -> None:
+        """Copy each run of ``pages``."""
+        collections.deque(map(ctypes.memmove, pages.dst, pages.src, pages.sizes), maxlen=0)
+
+    def _serve(self, jobs: queue.SimpleQueue[_Job | None]) -> None:
+        while (job := jobs.get()) is not None:
+            start = time.perf_counter()
+            try:
+                self.run(job.direction, job.mapping)
+                success = True
+            except Exception:
+                _log.exception("%s job %d failed", job.direction.value, job.job_id)
+                success = False
+            result = TransferResult(
+                job.job_id,
+                success,
+                job.mapping.nbytes if success else 0,
+                time.perf_counter() - start,
+            )
+            with self._lock:
+                self._done.append(result)
+                event = self._running.pop(job.job_id)
+            event.set()
+
+
+def _merged(
+    dst: npt.NDArray[np.int64], src: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64]
+) -> Pages:
+    """Merge each run into the one before it when both its ends follow on."""
+    follows = (dst[1:] == dst[:-1] + sizes[:-1]) & (src[1:] == src[:-1] + sizes[:-1])
+    if not follows.any():
+        return Pages(dst.tolist(), src.tolist(), sizes.tolist())
+    starts = np.flatnonzero(np.concatenate(([True], ~follows)))
+    ends = np.append(starts[1:], sizes.size)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    sizes = offsets[ends] - offsets[starts]
+    return Pages(dst[starts].tolist(), src[starts].tolist(), sizes.tolist())

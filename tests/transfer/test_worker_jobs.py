@@ -1,0 +1,268 @@
+"""Job semantics of TorchOffloadingWorker: asynchrony, reporting, waiting, failures, shutdown."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from kvcontract import BlockIdsSpec, ContractViolation, GPULoadStoreSpec, LoadStoreSpec
+from kvcontract.transfer import TorchOffloadingWorker
+from kvcontract.transfer.cuda_engine import CudaCopyEngine
+from kvcontract.transfer.engine import Direction
+from kvcontract.transfer.mapping import BlockMapping
+from kvcontract.transfer.thread_engine import Pages, ThreadCopyEngine
+from tests.transfer.model import BACKENDS, Backend, same_bytes
+
+GATE_SECONDS = 30
+"""How long a gated copy waits for the test before failing it (a safety net, not a timing)."""
+
+
+def kv_cache(device: str, num_blocks: int = 8, seed: int = 0) -> list[torch.Tensor]:
+    """Two layers of random float32 blocks of 64 bytes."""
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn((num_blocks, 4, 4), generator=generator).to(device) for _ in range(2)]
+
+
+@pytest.fixture
+def cpu_worker() -> Iterator[TorchOffloadingWorker]:
+    """A CPU worker over 8 GPU blocks and 8 host blocks."""
+    worker = TorchOffloadingWorker(kv_cache("cpu"), num_host_blocks=8)
+    yield worker
+    worker.shutdown()
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """Holds every CPU copy until the test sets the event."""
+    event = threading.Event()
+    copy = ThreadCopyEngine.copy_pages
+
+    def gated(self: ThreadCopyEngine, pages: Pages) -> None:
+        if not event.wait(GATE_SECONDS):
+            raise TimeoutError("the test never opened the gate")
+        copy(self, pages)
+
+    monkeypatch.setattr(ThreadCopyEngine, "copy_pages", gated)
+    yield event
+    event.set()
+
+
+def test_submits_return_before_the_copy_and_results_come_once(
+    gate: threading.Event, cpu_worker: TorchOffloadingWorker
+) -> None:
+    assert cpu_worker.submit_store(1, GPULoadStoreSpec([0, 3]), BlockIdsSpec([5, 6]))
+    assert cpu_worker.submit_load(2, BlockIdsSpec([1]), GPULoadStoreSpec([7]))
+    assert cpu_worker.get_finished() == []
+    gate.set()
+    cpu_worker.wait([1, 2])
+    results = sorted(cpu_worker.get_finished(), key=lambda r: r.job_id)
+    assert [(r.job_id, r.success, r.transfer_bytes) for r in results] == [
+        (1, True, 2 * 128),
+        (2, True, 128),
+    ]
+    assert all(r.transfer_seconds > 0 for r in results)
+    assert cpu_worker.get_finished() == []
+
+
+def test_wait_blocks_until_the_job_is_done(
+    gate: threading.Event, cpu_worker: TorchOffloadingWorker
+) -> None:
+    cpu_worker.submit_store(1, GPULoadStoreSpec([2]), BlockIdsSpec([2]))
+    returned = threading.Event()
+
+    def wait_then_flag() -> None:
+        cpu_worker.wait([1])
+        returned.set()
+
+    waiter = threading.Thread(target=wait_then_flag)
+    waiter.start()
+    assert not returned.is_set() and cpu_worker.get_finished() == []
+    gate.set()
+    waiter.join()
+    assert returned.is_set()
+    assert [r.job_id for r in cpu_worker.get_finished()] == [1]
+
+
+def test_wait_returns_at_once_for_jobs_already_done_or_unknown(
+    cpu_worker: TorchOffloadingWorker,
+) -> None:
+    cpu_worker.submit_store(1, GPULoadStoreSpec([2]), BlockIdsSpec([2]))
+    cpu_worker.wait([1])
+    cpu_worker.wait([1, 99])
+    assert [r.job_id for r in cpu_worker.get_finished()] == [1]
+
+
+def test_a_job_id_cannot_be_reused_before_its_result_is_taken(
+    cpu_worker: TorchOffloadingWorker,
+) -> None:
+    cpu_worker.submit_store(1, GPULoadStoreSpec([2]), BlockIdsSpec([2]))
+    with pytest.raises(ValueError, match="job 1 is still running or not yet reported"):
+        cpu_worker.submit_store(1, GPULoadStoreSpec([3]), BlockIdsSpec([3]))
+    cpu_worker.wait([1])
+    cpu_worker.get_finished()
+    assert cpu_worker.submit_store(1, GPULoadStoreSpec([3]), BlockIdsSpec([3]))
+
+
+def test_the_host_side_must_be_host_block_ids(cpu_worker: TorchOffloadingWorker) -> None:
+    with pytest.raises(TypeError, match="BlockIdsSpec of host block ids, got GPULoadStoreSpec"):
+        cpu_worker.submit_store(1, GPULoadStoreSpec([0]), GPULoadStoreSpec([1]))
+    with pytest.raises(TypeError, match="got LoadStoreSpec"):
+        cpu_worker.submit_load(2, LoadStoreSpec(), GPULoadStoreSpec([1]))
+
+
+def test_contract_calls_are_checked_at_run_time(cpu_worker: TorchOffloadingWorker) -> None:
+    block_ids: Any = [0, 1]
+    with pytest.raises(ContractViolation, match="OffloadingWorker.submit_store"):
+        cpu_worker.submit_store(1, block_ids, BlockIdsSpec([0, 1]))
+
+
+def test_after_shutdown_jobs_are_finished_and_new_ones_refused(
+    gate: threading.Event, cpu_worker: TorchOffloadingWorker
+) -> None:
+    cpu_worker.submit_store(1, GPULoadStoreSpec([4]), BlockIdsSpec([4]))
+    gate.set()
+    cpu_worker.shutdown()
+    assert [(r.job_id, r.success) for r in cpu_worker.get_finished()] == [(1, True)]
+    assert not cpu_worker.submit_store(2, GPULoadStoreSpec([4]), BlockIdsSpec([4]))
+    assert not cpu_worker.submit_load(3, BlockIdsSpec([4]), GPULoadStoreSpec([4]))
+    cpu_worker.shutdown()
+
+
+def inject_failure(monkeypatch: pytest.MonkeyPatch, backend: Backend) -> None:
+    """Make every copy write part of its blocks, then raise."""
+    if backend.device == "cpu":
+        copy = ThreadCopyEngine.copy_pages
+
+        def half_then_raise(self: ThreadCopyEngine, pages: Pages) -> None:
+            half = len(pages.dst) // 2
+            copy(self, Pages(pages.dst[:half], pages.src[:half], pages.sizes[:half]))
+            raise RuntimeError("injected copy failure")
+
+        monkeypatch.setattr(ThreadCopyEngine, "copy_pages", half_then_raise)
+    else:
+        enqueue = CudaCopyEngine.enqueue
+
+        def first_group_then_raise(
+            self: CudaCopyEngine, direction: Direction, mapping: BlockMapping
+        ) -> None:
+            enqueue(self, direction, BlockMapping(mapping.groups[:1], 0))
+            raise RuntimeError("injected copy failure")
+
+        monkeypatch.setattr(CudaCopyEngine, "enqueue", first_group_then_raise)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_copy_that_raises_fails_its_job_and_touches_only_mapped_blocks(
+    monkeypatch: pytest.MonkeyPatch, backend: Backend
+) -> None:
+    groups = [kv_cache(backend.device, seed=1), kv_cache(backend.device, seed=2)]
+    worker = backend.worker(groups, num_host_blocks=8)
+    try:
+        worker.host_buffer.zero_()
+        sources = [[t.clone() for t in group] for group in groups]
+        inject_failure(monkeypatch, backend)
+        spec = GPULoadStoreSpec([1, 2, 3, 4], group_sizes=[2, 2])
+        assert worker.submit_store(1, spec, BlockIdsSpec([6, 2, 5, 0]))
+        worker.wait([1])
+        (result,) = worker.get_finished()
+        assert (result.job_id, result.success, result.transfer_bytes) == (1, False, 0)
+        untouched = [1, 3, 4, 7]
+        assert not worker.host_buffer[untouched].any(), "a failed store wrote unmapped blocks"
+
+        for group in groups:
+            for tensor in group:
+                tensor.fill_(-1.0)
+        assert worker.submit_load(2, BlockIdsSpec([6, 2, 5, 0]), spec)
+        worker.wait([2])
+        assert [r.success for r in worker.get_finished()] == [False]
+        for group, source in zip(groups, sources):
+            for tensor in group:
+                unmapped = tensor[[0, 5, 6, 7]]
+                assert bool((unmapped == -1.0).all()), "a failed load wrote unmapped blocks"
+
+        monkeypatch.undo()
+        for group, source in zip(groups, sources):
+            for tensor, original in zip(group, source):
+                tensor.copy_(original)
+        assert worker.submit_store(3, spec, BlockIdsSpec([6, 2, 5, 0]))
+        worker.wait([3])
+        assert [r.success for r in worker.get_finished()] == [True]
+        assert same_bytes(worker.host_buffer[6][:128], torch.cat([t[1] for t in sources[0]]))
+    finally:
+        worker.shutdown()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_workers_on_one_shared_memory_file_see_each_others_blocks(
+    tmp_path: Path, backend: Backend
+) -> None:
+    path = str(tmp_path / "host")
+    source, target = kv_cache(backend.device, seed=3), kv_cache(backend.device, seed=4)
+    # A file may refuse pinning (then pageable and memcpy), so zero-copy is not required here.
+    either_way = Backend(backend.device, False if backend.zero_copy is False else None)
+    storer = either_way.worker(source, num_host_blocks=4, shared_memory_path=path)
+    loader = either_way.worker(target, num_host_blocks=4, shared_memory_path=path)
+    try:
+        storer.submit_store(1, GPULoadStoreSpec([5, 6]), BlockIdsSpec([3, 0]))
+        storer.wait([1])
+        loader.submit_load(1, BlockIdsSpec([3, 0]), GPULoadStoreSpec([0, 1]))
+        loader.wait([1])
+        assert [r.success for r in storer.get_finished() + loader.get_finished()] == [True, True]
+        assert all(same_bytes(t[[0, 1]], s[[5, 6]]) for t, s in zip(target, source))
+    finally:
+        storer.shutdown()
+        loader.shutdown()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("zero_copy", [None, False])
+def test_a_cuda_store_reads_blocks_only_after_the_compute_stream_wrote_them(
+    zero_copy: bool | None,
+) -> None:
+    kv = [torch.zeros((64, 1024, 256), device="cuda")]
+    worker = TorchOffloadingWorker(kv, num_host_blocks=64, cuda_zero_copy=zero_copy)
+    try:
+        blocks = torch.tensor([3, 9], device="cuda")
+        busy = torch.randn((4096, 4096), device="cuda")
+        torch.cuda.synchronize()
+        for _ in range(20):
+            busy = busy @ busy / 64
+        kv[0].index_fill_(0, blocks, 7.0)
+        worker.submit_store(1, GPULoadStoreSpec([3, 9]), BlockIdsSpec([0, 1]))
+        worker.wait([1])
+        assert [r.success for r in worker.get_finished()] == [True]
+        stored = worker.host_buffer[:2].view(torch.float32)
+        assert bool((stored == 7.0).all())
+    finally:
+        worker.shutdown()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_the_host_buffer_is_pinned_and_kernels_address_it() -> None:
+    worker = TorchOffloadingWorker([torch.zeros((4, 64), device="cuda")], num_host_blocks=4)
+    try:
+        assert worker.host_pinned
+        assert worker.copy_path == "cuda-zero-copy"
+    finally:
+        worker.shutdown()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kv_caches_made_under_inference_mode_round_trip(backend: Backend) -> None:
+    with torch.inference_mode():
+        kv = [torch.randn((6, 8, 2), device=backend.device) for _ in range(2)]
+    worker = backend.worker(kv, num_host_blocks=3)
+    try:
+        worker.submit_store(1, GPULoadStoreSpec([4, 1]), BlockIdsSpec([2, 0]))
+        worker.wait([1])
+        worker.submit_load(2, BlockIdsSpec([2, 0]), GPULoadStoreSpec([0, 5]))
+        worker.wait([2])
+        assert [r.success for r in worker.get_finished()] == [True, True]
+        assert all(same_bytes(t[[0, 5]], t[[4, 1]]) for t in kv)
+    finally:
+        worker.shutdown()

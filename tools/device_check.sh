@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Device check of the transfer engine: on a GPU machine, run the transfer tests (CUDA cases
+# included) and the transfer benchmark, all in under 5 minutes.
+#
+# Run from the project root:  bash tools/device_check.sh
+#
+# Packages: torch, numpy, pytest, hypothesis, rich, typing_extensions and beartype must be
+# importable. Missing ones are installed from wheels in $KVCONTRACT_WHEELS (default .whl,
+# for machines without network: fill it elsewhere with
+#   python3 -m pip download --no-deps --only-binary=:all: -d .whl beartype
+# and carry it), or else from the package index.
+#
+# KVCONTRACT_ALLOW_CPU=1 skips the "a GPU is present" assertion, so the script's CPU part
+# can be tried on a machine without one (the CUDA tests are then skipped and the benchmark
+# runs on the CPU).
+set -euo pipefail
+
+PYTHON=${PYTHON:-python3}
+WHEELS=${KVCONTRACT_WHEELS:-.whl}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+start=$SECONDS
+
+step() { printf '\n== %s (%ds)\n' "$1" "$((SECONDS - start))"; }
+
+step "packages"
+missing=()
+for module in torch numpy pytest hypothesis rich typing_extensions beartype; do
+    "$PYTHON" -c "import $module" 2>/dev/null || missing+=("$module")
+done
+if ((${#missing[@]})); then
+    packages=("${missing[@]/typing_extensions/typing-extensions}")
+    echo "installing: ${packages[*]}"
+    if [[ -d $WHEELS ]]; then
+        "$PYTHON" -m pip install -q --no-index --find-links "$WHEELS" "${packages[@]}"
+    else
+        "$PYTHON" -m pip install -q "${packages[@]}"
+    fi
+fi
+"$PYTHON" - <<'EOF'
+import os, sys
+import torch
+print(f"python {sys.version.split()[0]}, torch {torch.__version__}")
+if torch.cuda.is_available():
+    print(f"device: {torch.cuda.get_device_name(0)}")
+elif os.environ.get("KVCONTRACT_ALLOW_CPU") == "1":
+    print("no GPU: KVCONTRACT_ALLOW_CPU=1, running the CPU part only")
+else:
+    sys.exit("no CUDA device visible to torch: this check needs a GPU (KVCONTRACT_ALLOW_CPU=1 to try the CPU part)")
+EOF
+
+step "tests: pytest tests/transfer"
+timeout 150 "$PYTHON" -m pytest tests/transfer -q -p no:cacheprovider
+
+step "benchmark: tools/bench_transfer.py"
+timeout 130 "$PYTHON" tools/bench_transfer.py
+
+step "done"
