@@ -1,0 +1,252 @@
+"""The host-memory manager: a pool of block ids, reference counts, and a pluggable eviction policy.
+
+The manager owns the block table (key to ``BlockStatus``) and the reference counts; the
+policy holds the same ``BlockStatus`` objects and only decides the order of eviction. So
+per block the manager crosses into the policy once (``insert``); lookups, pins and
+completions are the manager's own, and ``touch`` and ``evict`` cross once per request.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Sequence
+
+from typing_extensions import override
+
+from kvcontract.contracts import (
+    BlockIdsSpec,
+    BlockStatus,
+    CachePolicy,
+    LookupResult,
+    ManagerStats,
+    OffloadingEvent,
+    OffloadingManager,
+    OffloadKey,
+    PrepareStoreOutput,
+    ReqContext,
+)
+from kvcontract.policies import get_policy
+
+__all__ = ["CPUOffloadingManager"]
+
+MEDIUM = "CPU"
+
+_KEY = operator.itemgetter(0)
+_BLOCK = operator.itemgetter(1)
+_BLOCK_ID = operator.attrgetter("block_id")
+_REF_CNT = operator.attrgetter("ref_cnt")
+_HIT = LookupResult.HIT
+_MISS = LookupResult.MISS
+_PENDING = LookupResult.HIT_PENDING
+
+
+class CPUOffloadingManager(OffloadingManager):
+    """Host memory of ``capacity`` offload blocks, evicted by ``policy`` (a registry name or an instance).
+
+    ``lookup`` answers ``HIT_PENDING`` (counted as a miss) while a block's store is in
+    flight. ``reset_cache`` drops every readable block that no load is reading; pinned
+    blocks and stores in flight stay. With ``enable_events`` the manager records an
+    ``OffloadingEvent`` when blocks become readable (``complete_store``) and when they are
+    dropped (eviction, ``reset_cache``); ``take_events`` hands them over.
+    """
+
+    def __init__(
+        self, capacity: int, policy: str | CachePolicy = "lru", *, enable_events: bool = False
+    ) -> None:
+        if type(capacity) is not int or capacity < 1:
+            raise ValueError(f"capacity must be a positive number of blocks, got {capacity!r}")
+        if isinstance(policy, str):
+            policy = get_policy(policy)(capacity)
+        elif len(policy) != 0:
+            raise ValueError(
+                f"the policy given to CPUOffloadingManager must be empty, it holds {len(policy)} blocks"
+            )
+        self._capacity = capacity
+        self._policy = policy
+        self._blocks: dict[OffloadKey, BlockStatus] = {}
+        self._spare: list[BlockStatus] = []
+        self._never_used = 0
+        self._events: list[OffloadingEvent] | None = [] if enable_events else None
+        self._hits = 0
+        self._misses = 0
+        self._stored = 0
+        self._loaded = 0
+        self._evicted = 0
+        self._failed_stores = 0
+
+    @property
+    def policy(self) -> CachePolicy:
+        """The eviction policy deciding which blocks go."""
+        return self._policy
+
+    @override
+    def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
+        block = self._blocks.get(key)
+        if block is None:
+            self._misses += 1
+            return _MISS
+        if block.ref_cnt < 0:
+            self._misses += 1
+            return _PENDING
+        self._hits += 1
+        return _HIT
+
+    @override
+    def prepare_load(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> BlockIdsSpec:
+        blocks = self._blocks
+        pinned: list[BlockStatus] = []
+        for key in keys:
+            block = blocks.get(key)
+            if block is None or block.ref_cnt < 0:
+                for done in pinned:
+                    done.ref_cnt -= 1
+                state = "not offloaded" if block is None else "still being stored"
+                raise ValueError(
+                    f"prepare_load: block {key!r} is {state}; load only keys that lookup() "
+                    "answered HIT"
+                )
+            block.ref_cnt += 1
+            pinned.append(block)
+        return BlockIdsSpec([block.block_id for block in pinned])
+
+    @override
+    def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> None:
+        self._policy.touch(keys)
+
+    @override
+    def complete_load(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
+        blocks = self._blocks
+        for key in keys:
+            block = blocks.get(key)
+            if block is None or block.ref_cnt <= 0:
+                raise ValueError(
+                    f"complete_load: block {key!r} is not being loaded; call prepare_load() first"
+                )
+            block.ref_cnt -= 1
+            self._loaded += 1
+
+    @override
+    def prepare_store(
+        self, keys: Sequence[OffloadKey], req_context: ReqContext
+    ) -> PrepareStoreOutput | None:
+        blocks = self._blocks
+        new = list({key: None for key in keys if key not in blocks})
+        spare = self._spare
+        shortfall = len(new) - len(spare) - (self._capacity - self._never_used)
+        evicted_keys: list[OffloadKey] = []
+        if shortfall > 0:
+            protected = frozenset(keys)
+            victims = self._policy.evict(shortfall, protected) if len(new) <= self._capacity else None
+            if victims is None:
+                self._failed_stores += len(new)
+                return None
+            evicted_keys = self._release(victims, shortfall, protected)
+            if self._events is not None:
+                self._events.append(OffloadingEvent(evicted_keys, MEDIUM, removed=True))
+        fresh = self._allocate(len(new))
+        blocks.update(zip(new, fresh))
+        insert = self._policy.insert
+        for key, block in zip(new, fresh):
+            block.ref_cnt = -1
+            insert(key, block)
+        return PrepareStoreOutput(new, BlockIdsSpec(list(map(_BLOCK_ID, fresh))), evicted_keys)
+
+    @override
+    def complete_store(
+        self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True
+    ) -> None:
+        blocks = self._blocks
+        done = list(keys)
+        try:
+            found = list(map(blocks.__getitem__, done))
+        except KeyError as missing:
+            raise ValueError(
+                f"complete_store: block {missing.args[0]!r} was never prepared; call prepare_store() first"
+            ) from None
+        if success:
+            landed = [(key, block) for key, block in zip(done, found) if block.ref_cnt < 0]
+            for _key, block in landed:
+                block.ref_cnt = 0
+            self._stored += len(landed)
+            if landed and self._events is not None:
+                self._events.append(OffloadingEvent(list(map(_KEY, landed)), MEDIUM, removed=False))
+            return
+        for key, block in zip(done, found):
+            if block.ref_cnt < 0:
+                del blocks[key]
+                self._policy.remove(key)
+                self._spare.append(block)
+                self._failed_stores += 1
+
+    @override
+    def take_events(self) -> list[OffloadingEvent]:
+        if not self._events:
+            return []
+        events, self._events = self._events, []
+        return events
+
+    @override
+    def stats(self) -> ManagerStats:
+        return ManagerStats(
+            capacity=self._capacity,
+            used=len(self._blocks),
+            hits=self._hits,
+            misses=self._misses,
+            stored=self._stored,
+            loaded=self._loaded,
+            evicted=self._evicted,
+            failed_stores=self._failed_stores,
+        )
+
+    @override
+    def reset_cache(self) -> None:
+        blocks = self._blocks
+        dropped = [key for key, block in blocks.items() if block.ref_cnt == 0]
+        if len(dropped) == len(blocks):
+            self._policy.clear()
+        else:
+            for key in dropped:
+                self._policy.remove(key)
+        self._spare.extend(blocks.pop(key) for key in dropped)
+        if dropped and self._events is not None:
+            self._events.append(OffloadingEvent(dropped, MEDIUM, removed=True))
+
+    @override
+    def __repr__(self) -> str:
+        return (
+            f"CPUOffloadingManager(capacity={self._capacity}, used={len(self._blocks)}, "
+            f"policy={self._policy!r})"
+        )
+
+    def _allocate(self, count: int) -> list[BlockStatus]:
+        """``count`` free blocks: recycled ones first, then never-used ids."""
+        spare = self._spare
+        reused = spare[len(spare) - count :] if count <= len(spare) else spare[:]
+        del spare[len(spare) - len(reused) :]
+        first = self._never_used
+        self._never_used += count - len(reused)
+        return reused + [BlockStatus(block_id) for block_id in range(first, self._never_used)]
+
+    def _release(
+        self,
+        victims: Sequence[tuple[OffloadKey, BlockStatus]],
+        wanted: int,
+        protected: frozenset[OffloadKey],
+    ) -> list[OffloadKey]:
+        """Free the victims' blocks and return their keys, checking the policy kept its promises."""
+        keys = list(map(_KEY, victims))
+        evicted = list(map(_BLOCK, victims))
+        popped = [self._blocks.pop(key, None) for key in keys]
+        if (
+            len(keys) != wanted
+            or not protected.isdisjoint(keys)
+            or any(map(_REF_CNT, evicted))
+            or not all(map(operator.is_, popped, evicted))
+        ):
+            raise RuntimeError(
+                f"policy {self._policy!r} broke the evict() contract: asked for {wanted} victims, "
+                f"got {len(keys)}, and every victim must be held, evictable and outside the batch"
+            )
+        self._spare.extend(evicted)
+        self._evicted += wanted
+        return keys

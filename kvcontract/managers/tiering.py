@@ -1,0 +1,317 @@
+"""A primary host-memory manager with ordered secondary tiers below it.
+
+Blocks stored in the primary cascade to every tier once readable; a primary miss that a
+tier holds is promoted back into a reserved primary block, answering ``RETRY`` until it
+lands. Completions are polled at every call, never waited for, except by ``reset_cache``
+and ``shutdown``, which drain in-flight jobs first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from typing_extensions import override
+
+from kvcontract.contracts import (
+    BlockIdsSpec,
+    LoadStoreSpec,
+    LookupResult,
+    ManagerStats,
+    OffloadingEvent,
+    OffloadingManager,
+    OffloadKey,
+    PrepareStoreOutput,
+    ReqContext,
+    SecondaryTier,
+    TierJob,
+    TransferResult,
+)
+
+__all__ = ["TierStats", "TieringOffloadingManager", "TieringStats"]
+
+_DRAIN_PAUSE_SECONDS = 0.0005
+
+
+@dataclass(frozen=True, slots=True)
+class TierStats:
+    """Counters of one secondary tier, in blocks and bytes."""
+
+    name: str
+    hits: int = 0
+    promoted: int = 0
+    written: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    failed_jobs: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TieringStats(ManagerStats):
+    """The primary's stats, with one entry per secondary tier."""
+
+    tiers: tuple[TierStats, ...] = ()
+
+
+@dataclass
+class _RequestPrefix:
+    """Per-request state: keys this request found readable in the current scheduler step.
+
+    Its promotions name them in their ``prepare_store`` batch, so they never evict them.
+    Only lookups happen inside a step, so nothing else can have evicted them; ``step``
+    (the manager and its step number) tells when the list is stale.
+    """
+
+    step: tuple[int, int]
+    keys: list[OffloadKey] = field(default_factory=list[OffloadKey])
+
+
+@dataclass
+class _TierCounters:
+    hits: int = 0
+    promoted: int = 0
+    written: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    failed_jobs: int = 0
+
+
+@dataclass
+class _TierState:
+    tier: SecondaryTier
+    counters: _TierCounters = field(default_factory=_TierCounters)
+    queued: list[tuple[OffloadKey, int]] = field(default_factory=list[tuple[OffloadKey, int]])
+    promotions: dict[int, Sequence[OffloadKey]] = field(default_factory=dict[int, Sequence[OffloadKey]])
+    cascades: dict[int, Sequence[OffloadKey]] = field(default_factory=dict[int, Sequence[OffloadKey]])
+
+
+class TieringOffloadingManager(OffloadingManager):
+    """``primary`` (host memory) in front of ``tiers``, searched in order on a primary miss."""
+
+    def __init__(self, primary: OffloadingManager, tiers: Sequence[SecondaryTier]) -> None:
+        self._primary = primary
+        self._tiers = [_TierState(tier) for tier in tiers]
+        self._promoting: dict[OffloadKey, bool] = {}
+        self._job_ids = itertools.count(1)
+        self._own = ReqContext("kvcontract-tiering")
+        self._steps = 0
+
+    @property
+    def primary(self) -> OffloadingManager:
+        """The host-memory manager in front."""
+        return self._primary
+
+    @property
+    def tiers(self) -> list[SecondaryTier]:
+        """The secondary tiers, in lookup order."""
+        return [state.tier for state in self._tiers]
+
+    @override
+    def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
+        self._poll()
+        answer = self._primary.lookup(key, req_context)
+        if answer is LookupResult.HIT:
+            self._prefix(req_context).keys.append(key)
+            return answer
+        submitted = self._promoting.get(key)
+        if submitted is not None:
+            if not submitted:
+                self._flush()
+            return LookupResult.RETRY
+        if answer is LookupResult.HIT_PENDING:
+            return answer
+        for state in self._tiers:
+            if state.tier.lookup(key) is LookupResult.HIT:
+                return self._start_promotion(key, state, self._prefix(req_context))
+        return LookupResult.MISS
+
+    def _prefix(self, req_context: ReqContext) -> _RequestPrefix:
+        step = (id(self), self._steps)
+        prefix = req_context.get_state(_RequestPrefix)
+        if prefix is None or prefix.step != step:
+            prefix = _RequestPrefix(step)
+            req_context.set_state(prefix)
+        return prefix
+
+    def _start_promotion(
+        self, key: OffloadKey, state: _TierState, prefix: _RequestPrefix
+    ) -> LookupResult:
+        """Reserve a primary block for ``key``; the blocks the request already found stay."""
+        plan = self._primary.prepare_store([*prefix.keys, key], self._own)
+        if plan is None or key not in plan.keys_to_store:
+            return LookupResult.MISS
+        prefix.keys.append(key)
+        state.queued.append((key, _block_ids(plan.store_spec)[0]))
+        state.counters.hits += 1
+        self._promoting[key] = False
+        return LookupResult.RETRY
+
+    @override
+    def prepare_load(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> LoadStoreSpec:
+        self._step()
+        return self._primary.prepare_load(keys, req_context)
+
+    @override
+    def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> None:
+        self._step()
+        self._primary.touch(keys, req_context)
+        for state in self._tiers:
+            state.tier.touch(keys)
+
+    @override
+    def complete_load(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
+        self._primary.complete_load(keys, req_context)
+        self._step()
+
+    @override
+    def prepare_store(
+        self, keys: Sequence[OffloadKey], req_context: ReqContext
+    ) -> PrepareStoreOutput | None:
+        self._step()
+        return self._primary.prepare_store(keys, req_context)
+
+    @override
+    def complete_store(
+        self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True
+    ) -> None:
+        stored = list(keys)
+        self._primary.complete_store(stored, req_context, success)
+        if success:
+            self._cascade(stored)
+        self._step()
+
+    def _cascade(self, keys: Sequence[OffloadKey]) -> None:
+        readable = [k for k in keys if self._primary.lookup(k, self._own) is LookupResult.HIT]
+        for state in self._tiers:
+            missing = [k for k in readable if state.tier.lookup(k) is LookupResult.MISS]
+            if not missing:
+                continue
+            spec = self._primary.prepare_load(missing, self._own)
+            job = next(self._job_ids)
+            if state.tier.submit_store(TierJob(job, missing, _block_ids(spec))):
+                state.cascades[job] = missing
+            else:
+                state.counters.failed_jobs += 1
+                self._primary.complete_load(missing, self._own)
+
+    @override
+    def on_request_finished(self, req_context: ReqContext) -> None:
+        self._step()
+        self._primary.on_request_finished(req_context)
+
+    @override
+    def take_events(self) -> list[OffloadingEvent]:
+        self._step()
+        events = self._primary.take_events()
+        for state in self._tiers:
+            events.extend(state.tier.take_events())
+        return events
+
+    @override
+    def stats(self) -> TieringStats:
+        self._poll()
+        primary = self._primary.stats()
+        tiers = tuple(
+            TierStats(
+                name=type(state.tier).__name__,
+                hits=state.counters.hits,
+                promoted=state.counters.promoted,
+                written=state.counters.written,
+                bytes_read=state.counters.bytes_read,
+                bytes_written=state.counters.bytes_written,
+                failed_jobs=state.counters.failed_jobs,
+            )
+            for state in self._tiers
+        )
+        return TieringStats(
+            capacity=primary.capacity,
+            used=primary.used,
+            hits=primary.hits,
+            misses=primary.misses,
+            stored=primary.stored,
+            loaded=primary.loaded,
+            evicted=primary.evicted,
+            failed_stores=primary.failed_stores,
+            tiers=tiers,
+        )
+
+    @override
+    def reset_cache(self) -> None:
+        """Drain in-flight tier jobs, then clear the primary.
+
+        Persistent tiers keep their blocks: keys are content hashes, so what a tier holds
+        stays valid; give a tier a new root to start it empty.
+        """
+        self._drain()
+        self._primary.reset_cache()
+
+    @override
+    def shutdown(self) -> None:
+        self._drain()
+        for state in self._tiers:
+            state.tier.shutdown()
+        self._primary.shutdown()
+
+    def _step(self) -> None:
+        self._steps += 1
+        self._poll()
+        self._flush()
+
+    def _flush(self) -> None:
+        for state in self._tiers:
+            if not state.queued:
+                continue
+            keys = [key for key, _ in state.queued]
+            host_ids = [block for _, block in state.queued]
+            state.queued.clear()
+            job = next(self._job_ids)
+            if state.tier.submit_load(TierJob(job, keys, host_ids)):
+                state.promotions[job] = keys
+                self._promoting.update(dict.fromkeys(keys, True))
+            else:
+                state.counters.failed_jobs += 1
+                self._finish_promotion(keys, success=False)
+
+    def _poll(self) -> None:
+        for state in self._tiers:
+            for result in state.tier.get_finished():
+                self._apply(state, result)
+
+    def _apply(self, state: _TierState, result: TransferResult) -> None:
+        if not result.success:
+            state.counters.failed_jobs += 1
+        promoted = state.promotions.pop(result.job_id, None)
+        if promoted is not None:
+            if result.success:
+                state.counters.promoted += len(promoted)
+                state.counters.bytes_read += result.transfer_bytes
+            self._finish_promotion(promoted, success=result.success)
+            return
+        cascaded = state.cascades.pop(result.job_id, None)
+        if cascaded is not None:
+            if result.success:
+                state.counters.written += len(cascaded)
+                state.counters.bytes_written += result.transfer_bytes
+            self._primary.complete_load(cascaded, self._own)
+
+    def _finish_promotion(self, keys: Sequence[OffloadKey], *, success: bool) -> None:
+        for key in keys:
+            self._promoting.pop(key, None)
+        self._primary.complete_store(keys, self._own, success)
+
+    def _drain(self) -> None:
+        self._flush()
+        while any(state.promotions or state.cascades for state in self._tiers):
+            self._poll()
+            time.sleep(_DRAIN_PAUSE_SECONDS)
+
+
+def _block_ids(spec: LoadStoreSpec) -> Sequence[int]:
+    if not isinstance(spec, BlockIdsSpec):
+        raise TypeError(
+            f"TieringOffloadingManager needs a primary whose specs are BlockIdsSpec "
+            f"(host block ids), got {type(spec).__name__}"
+        )
+    return spec.block_ids

@@ -1,0 +1,196 @@
+"""Adaptive Replacement Cache (Megiddo and Modha, FAST'03): recency and frequency lists, self-tuning.
+
+T1 holds blocks used once, T2 blocks used again; B1 and B2 remember the keys recently
+evicted from each. A miss found in B1 grows the target size ``p`` of T1, one found in
+B2 shrinks it, and eviction takes from T1 while T1 is larger than ``p``. The ghost lists
+are bounded as in the paper: ``|T1| + |B1| <= capacity`` and ``|B1| + |B2| <= capacity``.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence, Set
+from itertools import islice, repeat
+
+from typing_extensions import override
+
+from kvcontract.contracts import BlockStatus, OffloadKey
+from kvcontract.policies.base import PolicyBase
+
+__all__ = ["ARCPolicy"]
+
+_REF_CNT = operator.attrgetter("ref_cnt")
+
+
+class ARCPolicy(PolicyBase):
+    """ARC over offload blocks; a touch of a block whose store is still in flight is not a reuse."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity)
+        self._t1: OrderedDict[OffloadKey, None] = OrderedDict()
+        self._t2: OrderedDict[OffloadKey, None] = OrderedDict()
+        self._b1: OrderedDict[OffloadKey, None] = OrderedDict()
+        self._b2: OrderedDict[OffloadKey, None] = OrderedDict()
+        self._frequent: set[OffloadKey] = set()
+        self._target_t1 = 0.0
+
+    @property
+    def target_t1(self) -> float:
+        """The adaptive target size ``p`` of T1, in blocks."""
+        return self._target_t1
+
+    @property
+    def ghost_sizes(self) -> tuple[int, int]:
+        """How many keys B1 and B2 remember."""
+        return len(self._b1), len(self._b2)
+
+    @override
+    def touch(self, keys: Sequence[OffloadKey]) -> None:
+        t1, t2, blocks, parked = self._t1, self._t2, self._blocks, self._parked
+        for key in reversed(keys):
+            if key in t1:
+                if blocks[key].ref_cnt < 0:
+                    t1.move_to_end(key)
+                else:
+                    del t1[key]
+                    t2[key] = None
+                    self._frequent.add(key)
+            elif key in t2:
+                t2.move_to_end(key)
+            elif key in parked:
+                if blocks[key].ref_cnt >= 0:
+                    self._frequent.add(key)
+                self._unpark_if_ready(key)
+
+    @override
+    def insert(self, key: OffloadKey, block: BlockStatus) -> None:
+        blocks = self._blocks
+        if key in blocks or len(blocks) >= self._capacity:
+            self._refuse_insert(key)
+        blocks[key] = block
+        b1, b2 = self._b1, self._b2
+        if key in b1:
+            self._target_t1 = min(
+                float(self._capacity), self._target_t1 + max(1.0, len(b2) / len(b1))
+            )
+            del b1[key]
+            self._t2[key] = None
+            self._frequent.add(key)
+        elif key in b2:
+            self._target_t1 = max(0.0, self._target_t1 - max(1.0, len(b1) / len(b2)))
+            del b2[key]
+            self._t2[key] = None
+            self._frequent.add(key)
+        else:
+            self._t1[key] = None
+            if len(b1) and len(self._t1) + len(b1) > self._capacity:
+                b1.popitem(last=False)
+
+    @override
+    def _unlink(self, key: OffloadKey) -> None:
+        if key in self._frequent:
+            del self._t2[key]
+        else:
+            del self._t1[key]
+
+    @override
+    def _relink(self, key: OffloadKey) -> None:
+        if key in self._frequent:
+            self._t2[key] = None
+        else:
+            self._t1[key] = None
+
+    @override
+    def _forget(self, key: OffloadKey, linked: bool) -> None:
+        if linked:
+            self._unlink(key)
+        self._frequent.discard(key)
+
+    @override
+    def _select(self, n: int, protected: Set[OffloadKey]) -> list[OffloadKey] | None:
+        t1, t2 = self._t1, self._t2
+        t1_share = min(n, max(0, len(t1) - math.floor(self._target_t1)))
+        oldest = list(islice(t1, t1_share)) + list(islice(t2, n - t1_share))
+        if (
+            len(oldest) == n
+            and protected.isdisjoint(oldest)
+            and not any(map(_REF_CNT, map(self._blocks.__getitem__, oldest)))
+        ):
+            self._retire(oldest[:t1_share], oldest[t1_share:])
+            return oldest
+        in_t1, in_t2 = iter(t1), iter(t2)
+        from_t1: list[OffloadKey] = []
+        from_t2: list[OffloadKey] = []
+        busy: list[OffloadKey] = []
+        t1_left = len(t1)
+        target = self._target_t1
+        while len(from_t1) + len(from_t2) < n:
+            if t1_left > target:
+                key = self._next_candidate(in_t1, protected, busy)
+                if key is not None:
+                    from_t1.append(key)
+                    t1_left -= 1
+                    continue
+                key = self._next_candidate(in_t2, protected, busy)
+                if key is None:
+                    break
+                from_t2.append(key)
+            else:
+                key = self._next_candidate(in_t2, protected, busy)
+                if key is not None:
+                    from_t2.append(key)
+                    continue
+                key = self._next_candidate(in_t1, protected, busy)
+                if key is None:
+                    break
+                from_t1.append(key)
+                t1_left -= 1
+        self._park_all(busy)
+        if len(from_t1) + len(from_t2) < n:
+            return None
+        self._retire(from_t1, from_t2)
+        return from_t1 + from_t2
+
+    @override
+    def _clear_order(self) -> None:
+        for ordered in (self._t1, self._t2, self._b1, self._b2):
+            ordered.clear()
+        self._frequent.clear()
+        self._target_t1 = 0.0
+
+    def _next_candidate(
+        self, keys: Iterator[OffloadKey], protected: Set[OffloadKey], busy: list[OffloadKey]
+    ) -> OffloadKey | None:
+        """The next evictable, unprotected key of ``keys``; non-evictable ones go to ``busy``."""
+        blocks = self._blocks
+        for key in keys:
+            if key in protected:
+                continue
+            if blocks[key].ref_cnt:
+                busy.append(key)
+                continue
+            return key
+        return None
+
+    def _retire(self, from_t1: Sequence[OffloadKey], from_t2: Sequence[OffloadKey]) -> None:
+        """Move the victims out of T1 and T2 into the ghost lists B1 and B2."""
+        t1, t2, b1, b2 = self._t1, self._t2, self._b1, self._b2
+        for key in from_t1:
+            del t1[key]
+        b1.update(zip(from_t1, repeat(None)))
+        for key in from_t2:
+            del t2[key]
+        self._frequent.difference_update(from_t2)
+        b2.update(zip(from_t2, repeat(None)))
+        self._trim_ghosts()
+
+    def _trim_ghosts(self) -> None:
+        b1, b2, capacity = self._b1, self._b2, self._capacity
+        excess = len(self._t1) + len(b1) - capacity
+        for _ in range(min(excess, len(b1))):
+            b1.popitem(last=False)
+        excess = len(b1) + len(b2) - capacity
+        for _ in range(min(excess, len(b2))):
+            b2.popitem(last=False)

@@ -1,0 +1,15 @@
+"""Simulation: reading traces and replaying them through a manager."""
+
+from kvcontract.sim.replay import HasHashIds, ReplayReport, replay
+from kvcontract.sim.trace import TraceFormatError, TraceRequest, block_key, iter_trace, read_trace
+
+__all__ = [
+    "HasHashIds",
+    "ReplayReport",
+    "TraceFormatError",
+    "TraceRequest",
+    "block_key",
+    "iter_trace",
+    "read_trace",
+    "replay",
+]

@@ -1,0 +1,374 @@
+"""A secondary tier that keeps blocks as checksummed files under a directory and survives restarts."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import math
+import threading
+import time
+from collections.abc import Sequence, Set
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from typing_extensions import override
+
+from kvcontract.contracts.keys import OffloadKey
+from kvcontract.contracts.policy import CachePolicy
+from kvcontract.contracts.request import LookupResult
+from kvcontract.contracts.tier import SecondaryTier, TierJob
+from kvcontract.contracts.values import BlockStatus, OffloadingEvent, TransferResult
+from kvcontract.policies import get_policy
+from kvcontract.tiers.block_dir import BlockDirectory
+from kvcontract.tiers.block_file import delete_block, read_block, write_block
+from kvcontract.tiers.io_pool import PriorityThreadPool, Task
+
+__all__ = ["MEDIUM", "FileTier"]
+
+MEDIUM = "FILE"
+"""The ``medium`` of this tier's events."""
+
+_READ = 0
+_WRITE = 1
+"""Pool priorities: every queued read runs before any queued write or delete."""
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class _JobProgress:
+    """One submitted job: blocks still running, bytes moved, whether every block succeeded."""
+
+    job_id: int
+    remaining: int
+    success: bool = True
+    transfer_bytes: int = 0
+    started: float = math.inf
+    stored_keys: set[OffloadKey] = field(default_factory=set[OffloadKey])
+    store_order: Sequence[OffloadKey] = ()
+
+
+class FileTier(SecondaryTier):
+    """Blocks as files under ``root``, with its own capacity (in blocks) and eviction policy.
+
+    ``host_blocks`` is the host memory that job host block ids index: a 2-D ``torch.uint8``
+    CPU tensor ``(num_host_blocks, bytes_per_block)``; the caller keeps a job's host blocks
+    reserved until the job is reported by :meth:`get_finished`. ``policy`` is a registered
+    policy name or an empty :class:`CachePolicy` with room for ``capacity`` blocks.
+
+    Jobs run on ``io_threads`` threads, loads before stores; ``submit_*`` and
+    :meth:`lookup` never wait for I/O. A result's ``transfer_seconds`` runs from the job's
+    first block I/O to its last. A store writes each block to a temporary file and renames
+    it into place, so readers (in this process or another sharing ``root``) see whole files
+    only; a failed write fails the job and leaves its key unindexed. Every load verifies the
+    file's header and checksum: a missing, corrupt or truncated file fails its key, which
+    leaves the index with an ``OffloadingEvent(removed=True)``; the job then reports
+    ``success=False``, the host blocks of the keys that verified hold their data and those
+    of the failed keys are zero-filled. A caller must not treat any host block of a failed
+    load as valid.
+
+    On start the index is rebuilt from the files' headers (newest most recently used;
+    the oldest beyond ``capacity`` are deleted; files of another block size are ignored)
+    and abandoned temporary files are removed, so the cache survives restarts. Processes
+    sharing ``root`` each index what they found at start and what they stored, each within
+    its own capacity; :meth:`lookup` never reads the disk, so a block another process wrote
+    later is seen at the next start, and one it evicted reads as a miss.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        capacity: int,
+        host_blocks: torch.Tensor,
+        *,
+        policy: str | CachePolicy = "lru",
+        io_threads: int = 4,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"FileTier capacity must be at least 1 block, got {capacity}")
+        _check_host_blocks(host_blocks)
+        self._host = host_blocks
+        self._rows = host_blocks.numpy()
+        self._block_bytes = int(host_blocks.shape[1])
+        self._capacity = capacity
+        self._dir = BlockDirectory(Path(root))
+        self._policy = _make_policy(policy, capacity)
+        self._lock = threading.Lock()
+        self._block_ids = itertools.count()
+        self._events: list[OffloadingEvent] = []
+        self._finished: list[TransferResult] = []
+        self._active_jobs: set[int] = set()
+        self._deleting: dict[OffloadKey, int] = {}
+        self._parked: dict[OffloadKey, list[Task]] = {}
+        self._closed = False
+        self._rebuild_index()
+        self._pool = PriorityThreadPool(io_threads, name="file-tier")
+
+    @property
+    def root(self) -> Path:
+        """The directory holding the block files."""
+        return self._dir.root
+
+    @property
+    def capacity(self) -> int:
+        """Most blocks this tier holds."""
+        return self._capacity
+
+    def __len__(self) -> int:
+        """Blocks indexed now, stores in flight included."""
+        with self._lock:
+            return len(self._policy)
+
+    @override
+    def __repr__(self) -> str:
+        return f"FileTier(root={str(self.root)!r}, capacity={self._capacity}, used={len(self)})"
+
+    @override
+    def lookup(self, key: OffloadKey) -> LookupResult:
+        """``HIT`` if indexed and stored, ``HIT_PENDING`` while its store runs, else ``MISS``."""
+        with self._lock:
+            block = self._policy.get(key)
+        if block is None:
+            return LookupResult.MISS
+        return LookupResult.HIT if block.is_ready else LookupResult.HIT_PENDING
+
+    @override
+    def submit_store(self, job: TierJob) -> bool:
+        """Start writing the job's keys not yet indexed, evicting to make room.
+
+        ``False`` (nothing started) once shut down, or when the policy cannot free room for
+        them without evicting a key of the job, a block being read or one being written.
+        """
+        self._check_host_block_ids(job)
+        with self._lock:
+            if self._closed:
+                return False
+            self._claim(job.job_id)
+            new: dict[OffloadKey, int] = {}
+            for key, host_id in zip(job.keys, job.host_block_ids):
+                if key not in new and self._policy.get(key) is None:
+                    new[key] = host_id
+            if not self._make_room(len(new), frozenset(job.keys)):
+                self._active_jobs.discard(job.job_id)
+                return False
+            progress = _JobProgress(job.job_id, remaining=len(new), store_order=list(new))
+            for key, host_id in new.items():
+                block = BlockStatus(next(self._block_ids))
+                self._policy.insert(key, block)
+                task = functools.partial(self._store_block, progress, key, block, host_id)
+                if key in self._deleting:
+                    self._parked.setdefault(key, []).append(task)
+                else:
+                    self._pool.submit(_WRITE, task)
+            if not new:
+                self._finish(progress)
+        return True
+
+    @override
+    def submit_load(self, job: TierJob) -> bool:
+        """Start reading the job's keys into its host blocks.
+
+        ``False`` (nothing started) once shut down or when a key is not readable now
+        (:meth:`lookup` would not say ``HIT``).
+        """
+        self._check_host_block_ids(job)
+        with self._lock:
+            if self._closed:
+                return False
+            blocks = [self._policy.get(key) for key in job.keys]
+            ready = [block for block in blocks if block is not None and block.is_ready]
+            if len(ready) != len(blocks):
+                return False
+            self._claim(job.job_id)
+            progress = _JobProgress(job.job_id, remaining=len(ready))
+            for key, block, host_id in zip(job.keys, ready, job.host_block_ids):
+                block.ref_cnt += 1
+                if block.ref_cnt == 1:
+                    self._policy.mark_non_evictable(key)
+                self._pool.submit(
+                    _READ, functools.partial(self._load_block, progress, key, block, host_id)
+                )
+            if not ready:
+                self._finish(progress)
+        return True
+
+    @override
+    def get_finished(self) -> list[TransferResult]:
+        """Jobs finished since the last call, each once, with bytes moved and seconds of I/O."""
+        with self._lock:
+            finished, self._finished = self._finished, []
+        return finished
+
+    @override
+    def touch(self, keys: Sequence[OffloadKey]) -> None:
+        """Mark the indexed ``keys`` recently used, the first most recently."""
+        with self._lock:
+            present = [key for key in keys if self._policy.get(key) is not None]
+            if present:
+                self._policy.touch(present)
+
+    @override
+    def take_events(self) -> list[OffloadingEvent]:
+        """Blocks stored, found at start, evicted or found unreadable since the last call."""
+        with self._lock:
+            events, self._events = self._events, []
+        return events
+
+    @override
+    def shutdown(self) -> None:
+        """Refuse new jobs, finish those in flight and stop the I/O threads."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._pool.shutdown()
+
+    def _rebuild_index(self) -> None:
+        found = sorted(
+            (block for block in self._dir.scan() if block.payload_len == self._block_bytes),
+            key=lambda block: block.mtime,
+        )
+        excess = max(0, len(found) - self._capacity)
+        for block in found[:excess]:
+            delete_block(self._dir.path_of(block.key))
+        kept = found[excess:]
+        for block in kept:
+            self._policy.insert(block.key, BlockStatus(next(self._block_ids), ref_cnt=0))
+            self._policy.mark_evictable(block.key)
+        if kept:
+            self._events.append(OffloadingEvent([b.key for b in kept], MEDIUM, removed=False))
+
+    def _check_host_block_ids(self, job: TierJob) -> None:
+        count = int(self._host.shape[0])
+        bad = [i for i in job.host_block_ids if not 0 <= i < count]
+        if bad:
+            raise ValueError(
+                f"TierJob {job.job_id}: host block ids {bad[:8]} are outside [0, {count}); "
+                f"the host buffer given to FileTier has {count} blocks"
+            )
+
+    def _claim(self, job_id: int) -> None:
+        if job_id in self._active_jobs:
+            raise ValueError(
+                f"job id {job_id} is still in flight on the file tier at {self.root}: "
+                "give each job a new id"
+            )
+        self._active_jobs.add(job_id)
+
+    def _make_room(self, count: int, protected: Set[OffloadKey]) -> bool:
+        """Evict so that ``count`` more blocks fit; queue the victims' deletion. Lock held."""
+        if count > self._capacity:
+            return False
+        excess = len(self._policy) + count - self._capacity
+        if excess <= 0:
+            return True
+        victims = self._policy.evict(excess, protected)
+        if victims is None:
+            return False
+        keys = [key for key, _ in victims]
+        self._events.append(OffloadingEvent(keys, MEDIUM, removed=True))
+        for key in keys:
+            self._deleting[key] = self._deleting.get(key, 0) + 1
+            self._pool.submit(_WRITE, functools.partial(self._delete_file, key))
+        return True
+
+    def _delete_file(self, key: OffloadKey) -> None:
+        """Delete an evicted block's file, then release the stores of that key parked behind it."""
+        delete_block(self._dir.path_of(key))
+        with self._lock:
+            left = self._deleting[key] - 1
+            if left:
+                self._deleting[key] = left
+                return
+            del self._deleting[key]
+            for task in self._parked.pop(key, []):
+                self._pool.submit(_WRITE, task)
+
+    def _store_block(
+        self, progress: _JobProgress, key: OffloadKey, block: BlockStatus, host_id: int
+    ) -> None:
+        started = time.perf_counter()
+        path = self._dir.path_of(key)
+        try:
+            write_block(path, BlockDirectory.new_temp_path(path), key, memoryview(self._rows[host_id]))
+            ok = True
+        except Exception as exc:
+            ok = False
+            _log.warning("file tier: store of key %s failed: %s", key.hex(), exc)
+        with self._lock:
+            indexed = self._policy.get(key) is block
+            if ok and indexed:
+                block.ref_cnt = 0
+                self._policy.mark_evictable(key)
+                progress.stored_keys.add(key)
+            elif indexed:
+                self._policy.remove(key)
+            self._block_done(progress, ok, started)
+
+    def _load_block(
+        self, progress: _JobProgress, key: OffloadKey, block: BlockStatus, host_id: int
+    ) -> None:
+        started = time.perf_counter()
+        try:
+            read_block(self._dir.path_of(key), key, memoryview(self._rows[host_id]))
+            ok = True
+        except Exception as exc:
+            ok = False
+            _log.warning("file tier: load of key %s failed: %s", key.hex(), exc)
+            self._host[host_id].zero_()
+        with self._lock:
+            block.ref_cnt -= 1
+            indexed = self._policy.get(key) is block
+            if not ok and indexed:
+                self._policy.remove(key)
+                self._events.append(OffloadingEvent([key], MEDIUM, removed=True))
+            elif indexed and block.ref_cnt == 0:
+                self._policy.mark_evictable(key)
+            self._block_done(progress, ok, started)
+
+    def _block_done(self, progress: _JobProgress, ok: bool, started: float) -> None:
+        """Account one finished block; report the job after its last. Lock held."""
+        progress.started = min(progress.started, started)
+        progress.remaining -= 1
+        if ok:
+            progress.transfer_bytes += self._block_bytes
+        else:
+            progress.success = False
+        if progress.remaining == 0:
+            self._finish(progress)
+
+    def _finish(self, progress: _JobProgress) -> None:
+        """Report a job as finished. Lock held."""
+        if progress.stored_keys:
+            stored = [key for key in progress.store_order if key in progress.stored_keys]
+            self._events.append(OffloadingEvent(stored, MEDIUM, removed=False))
+        seconds = time.perf_counter() - progress.started if progress.transfer_bytes else 0.0
+        self._finished.append(
+            TransferResult(progress.job_id, progress.success, progress.transfer_bytes, seconds)
+        )
+        self._active_jobs.discard(progress.job_id)
+
+
+def _check_host_blocks(host_blocks: torch.Tensor) -> None:
+    if (
+        host_blocks.dim() != 2
+        or host_blocks.dtype != torch.uint8
+        or host_blocks.device.type != "cpu"
+        or host_blocks.stride(1) != 1
+    ):
+        raise ValueError(
+            "FileTier host_blocks must be a 2-D torch.uint8 CPU tensor "
+            "(num_host_blocks, bytes_per_block) with contiguous rows; got "
+            f"shape {tuple(host_blocks.shape)}, dtype {host_blocks.dtype}, "
+            f"device {host_blocks.device}, strides {host_blocks.stride()}"
+        )
+
+
+def _make_policy(policy: str | CachePolicy, capacity: int) -> CachePolicy:
+    if isinstance(policy, str):
+        return get_policy(policy)(capacity)
+    if len(policy):
+        raise ValueError(f"the policy given to FileTier must be empty; it holds {len(policy)} blocks")
+    return policy

@@ -1,0 +1,134 @@
+"""The kvcontract command as a subprocess: exit codes, one-line errors, JSON shape, a short run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def kvcontract(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the command line as a user would (through the installed entry point's module)."""
+    return subprocess.run(
+        [sys.executable, "-m", "kvcontract", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+    )
+
+
+def assert_user_error(result: subprocess.CompletedProcess[str], expected: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert expected in result.stderr, result.stderr
+
+
+def test_config_validate_ok(tmp_path: Path) -> None:
+    path = tmp_path / "ok.yaml"
+    path.write_text("manager: {kind: cpu, capacity: 8GiB, policy: lru}\n")
+    result = kvcontract("config", "validate", str(path))
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"{path}: ok"
+
+
+def test_config_validate_lists_every_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("kv_layout: {num_layers: 0, dtype: float64}\nmanager: {kind: cpu, colour: red}\n")
+    result = kvcontract("config", "validate", str(path))
+    assert_user_error(result, f"kvcontract: {path}: invalid config")
+    assert "  kv_layout.num_layers: Input should be greater than or equal to 1" in result.stderr
+    assert "  kv_layout.dtype: Input should be" in result.stderr
+    assert "  manager.colour: Extra inputs are not permitted" in result.stderr
+
+
+def test_config_schema_is_json() -> None:
+    result = kvcontract("config", "schema")
+    assert result.returncode == 0
+    schema = json.loads(result.stdout)
+    assert "kv_layout" in schema["properties"]
+
+
+def test_config_show_prints_defaults() -> None:
+    result = kvcontract("config", "show")
+    assert result.returncode == 0
+    assert "kv_layout:" in result.stdout and "runtime_checks: true" in result.stdout
+
+
+MALFORMED = [
+    ("a.yaml", "kv_layout: {block_tokens: 16, offload_block_tokens: 24}", "must be a multiple of block_tokens"),
+    ("b.yaml", "manager: {kind: cpu, capacity: 0}", "manager.capacity: capacity 0 is below one block"),
+    ("c.yaml", "manager: {kind: cpu, capacity: 1KiB}", "holds no offload block"),
+    ("d.yaml", "manager: {kind: warp}", "manager: Input tag 'warp'"),
+    ("e.yaml", "manager: {kind: cpu, policy: {kind: mru}}", "unknown policy 'mru'"),
+    ("f.yaml", "manager: {kind: cpu, admission: {kind: reuse, store_threshold: 1}}", "store_threshold"),
+    ("g.yaml", "manager: {kind: cpu, admission: {kind: bloom}}", "admission.kind"),
+    ("h.yaml", "kv_layout: {dtype: float64}", "kv_layout.dtype"),
+    ("i.yaml", "kv_layout: {num_kv_heads: -1}", "kv_layout.num_kv_heads"),
+    ("j.yaml", "kv_layout: gpt-9", "unknown layout preset 'gpt-9'"),
+    ("k.yaml", "transfer: {device: tpu}", "transfer.device"),
+    ("l.yaml", "transfer: {pinned: maybe}", "transfer.pinned"),
+    ("m.yaml", "runtime_checks: perhaps", "runtime_checks"),
+    ("n.yaml", "colour: blue", "colour: Extra inputs are not permitted"),
+    ("o.yaml", "manager: [1, 2]", "manager"),
+    ("p.yaml", "- just\n- a list", "a config is a mapping of sections"),
+    ("q.yaml", "manager: {kind: cpu", "not valid YAML"),
+    ("r.json", "{\"manager\": }", "not valid JSON"),
+    ("s.toml", "[manager\nkind = 1", "not valid TOML"),
+    ("t.cfg", "x=1", "unknown config format '.cfg'"),
+    ("u.yaml", "manager: {kind: tiering, secondary: [{kind: file, capacity: 10}]}", "secondary.0.path: Field required"),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "expected"), MALFORMED)
+def test_malformed_configs_exit_2_with_a_precise_message(tmp_path: Path, name: str, text: str, expected: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    assert_user_error(kvcontract("config", "validate", str(path)), expected)
+    simulate = kvcontract("simulate", "--config", str(path), "--requests", "5", "--json")
+    assert_user_error(simulate, expected)
+    assert len(simulate.stderr.strip().splitlines()) == 1
+
+
+def test_missing_files_exit_2(tmp_path: Path) -> None:
+    assert_user_error(kvcontract("config", "validate", str(tmp_path / "none.yaml")), "No such file or directory")
+    assert_user_error(kvcontract("simulate", "--trace", str(tmp_path / "none.jsonl")), "none.jsonl")
+
+
+def test_bad_trace_line_exits_2(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1, 2]}\nnot json\n')
+    result = kvcontract("simulate", "--trace", str(trace), "--json")
+    assert_user_error(result, "t.jsonl:2")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_arguments_exit_2(tmp_path: Path) -> None:
+    assert_user_error(kvcontract("simulate", "--requests", "0"), "--requests must be at least 1")
+    assert_user_error(kvcontract("simulate", "--plot", str(tmp_path / "p.svg")), "--plot writes a PNG file")
+    assert kvcontract("frobnicate").returncode == 2
+
+
+def test_short_simulation_json_and_plot(tmp_path: Path) -> None:
+    plot = tmp_path / "run.png"
+    result = kvcontract("simulate", "--requests", "200", "--json", "--plot", str(plot))
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["requests"] == 200
+    assert figures["device"] == "cpu"
+    assert 0.0 < figures["hit_ratio"] < 1.0
+    assert figures["verified_blocks"] == figures["hit_blocks"] > 0
+    assert figures["bytes_loaded"] > 0 and figures["bytes_stored"] > 0
+    assert figures["failed_stores"] == figures["failed_loads"] == 0
+    assert set(figures) >= {"tokens_from_offload", "transfer_gbps", "manager_us_per_block", "blocks"}
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_simulation_table(tmp_path: Path) -> None:
+    result = kvcontract("simulate", "--requests", "50")
+    assert result.returncode == 0, result.stderr
+    for row in ("hit ratio", "tokens served from offload", "transfer GB/s", "manager µs per block"):
+        assert row in result.stdout

@@ -1,0 +1,79 @@
+"""Finding policies by name, entry point and module path."""
+
+from __future__ import annotations
+
+import re
+
+from collections.abc import Iterator
+from importlib.metadata import EntryPoint
+
+import pytest
+
+import kvcontract.policies.registry as registry
+from kvcontract.policies import (
+    ARCPolicy,
+    LRUPolicy,
+    PrefixReusePolicy,
+    S3FIFOPolicy,
+    SIEVEPolicy,
+    available_policies,
+    get_policy,
+    register_policy,
+)
+
+
+def test_built_in_names() -> None:
+    assert get_policy("lru") is LRUPolicy
+    assert get_policy("arc") is ARCPolicy
+    assert get_policy("s3fifo") is S3FIFOPolicy
+    assert get_policy("sieve") is SIEVEPolicy
+    assert get_policy("prefix_reuse") is PrefixReusePolicy
+    assert {"lru", "arc", "s3fifo", "sieve", "prefix_reuse"} <= set(available_policies())
+    assert available_policies() == sorted(available_policies())
+
+
+def test_an_unknown_name_lists_the_known_ones() -> None:
+    known = ", ".join(available_policies())
+    with pytest.raises(ValueError, match=f"unknown policy 'lfu'; known policies: {re.escape(known)}\\."):
+        get_policy("lfu")
+
+
+def test_module_paths() -> None:
+    assert get_policy("kvcontract.policies.lru:LRUPolicy") is LRUPolicy
+    with pytest.raises(ValueError, match="cannot import 'no_such_module'"):
+        get_policy("no_such_module:Policy")
+    with pytest.raises(ValueError, match="has no 'Missing'"):
+        get_policy("kvcontract.policies.lru:Missing")
+    with pytest.raises(ValueError, match="does not inherit CachePolicy"):
+        get_policy("collections:OrderedDict")
+    with pytest.raises(ValueError, match="neither a CachePolicy class nor callable"):
+        get_policy("kvcontract.policies.registry:ENTRY_POINT_GROUP")
+    with pytest.raises(ValueError, match="must look like"):
+        get_policy(":LRUPolicy")
+
+
+def test_register_policy() -> None:
+    register_policy("test-lru-alias", LRUPolicy)
+    register_policy("test-lru-alias", LRUPolicy)
+    assert get_policy("test-lru-alias") is LRUPolicy
+    assert "test-lru-alias" in available_policies()
+    with pytest.raises(ValueError, match="already registered"):
+        register_policy("test-lru-alias", ARCPolicy)
+    with pytest.raises(ValueError, match="without ':'"):
+        register_policy("a:b", LRUPolicy)
+    with pytest.raises(ValueError, match="non-empty"):
+        register_policy(" ", LRUPolicy)
+
+
+def test_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    published = [
+        EntryPoint("third-party", "kvcontract.policies.sieve:SIEVEPolicy", registry.ENTRY_POINT_GROUP)
+    ]
+
+    def fake_entry_points(*, group: str) -> Iterator[EntryPoint]:
+        assert group == registry.ENTRY_POINT_GROUP
+        return iter(published)
+
+    monkeypatch.setattr(registry, "entry_points", fake_entry_points)
+    assert get_policy("third-party") is SIEVEPolicy
+    assert "third-party" in available_policies()

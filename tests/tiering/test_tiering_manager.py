@@ -1,0 +1,209 @@
+"""The tiering manager's semantics, one by one, with tiers whose jobs finish on demand."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import pytest
+import torch
+from typing_extensions import override
+
+from kvcontract import (
+    BlockIdsSpec,
+    GPULoadStoreSpec,
+    PrepareStoreOutput,
+    LookupResult,
+    OffloadKey,
+    ReqContext,
+    make_offload_key,
+)
+from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
+from tests.tiering.controlled_tier import ControlledTier
+
+BLOCK_BYTES = 16
+ctx = ReqContext("r")
+
+
+def key(i: int) -> OffloadKey:
+    return make_offload_key(i.to_bytes(8, "big"))
+
+
+class RecordingPrimary(CPUOffloadingManager):
+    """A CPU manager that logs its shutdown, to check the order."""
+
+    def __init__(self, capacity: int, log: list[str]) -> None:
+        super().__init__(capacity)
+        self.log = log
+
+    @override
+    def shutdown(self) -> None:
+        self.log.append("primary shutdown")
+
+
+def setup(capacity: int = 4, tiers: int = 1) -> tuple[TieringOffloadingManager, CPUOffloadingManager, list[ControlledTier], torch.Tensor]:
+    host = torch.zeros((capacity, BLOCK_BYTES), dtype=torch.uint8)
+    primary = CPUOffloadingManager(capacity)
+    controlled = [ControlledTier(host, f"t{i}") for i in range(tiers)]
+    return TieringOffloadingManager(primary, controlled), primary, controlled, host
+
+
+def store(manager: TieringOffloadingManager, host: torch.Tensor, keys: list[OffloadKey], success: bool = True) -> None:
+    plan = manager.prepare_store(keys, ctx)
+    assert plan is not None
+    spec = plan.store_spec
+    assert isinstance(spec, BlockIdsSpec)
+    for k, block in zip(plan.keys_to_store, spec.block_ids):
+        host[block] = int.from_bytes(k[:8], "big") % 251
+    manager.complete_store(plan.keys_to_store, ctx, success)
+
+
+def test_primary_hit_never_asks_the_tiers() -> None:
+    manager, _, (tier,), host = setup()
+    store(manager, host, [key(1)])
+    tier.finish()
+    tier.blocks.clear()
+    assert manager.lookup(key(1), ctx) is LookupResult.HIT
+
+
+def test_tier_hit_is_promoted_and_answers_retry_until_it_lands() -> None:
+    manager, primary, (tier,), host = setup()
+    tier.blocks[key(7)] = torch.full((BLOCK_BYTES,), 99, dtype=torch.uint8)
+    assert manager.lookup(key(7), ctx) is LookupResult.RETRY
+    assert primary.lookup(key(7), ctx) is LookupResult.HIT_PENDING
+    assert manager.lookup(key(7), ctx) is LookupResult.RETRY
+    assert tier.calls == ["load:1"]
+    tier.finish()
+    assert manager.lookup(key(7), ctx) is LookupResult.HIT
+    spec = manager.prepare_load([key(7)], ctx)
+    assert isinstance(spec, BlockIdsSpec)
+    assert bool((host[spec.block_ids[0]] == 99).all())
+    stats = manager.stats()
+    assert stats.tiers[0].hits == 1 and stats.tiers[0].promoted == 1
+    assert stats.tiers[0].bytes_read == BLOCK_BYTES
+
+
+def test_tier_hit_is_a_miss_when_the_primary_has_no_room() -> None:
+    manager, _, (tier,), host = setup(capacity=1)
+    store(manager, host, [key(1)])
+    manager.prepare_load([key(1)], ctx)
+    tier.blocks[key(2)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    assert manager.lookup(key(2), ctx) is LookupResult.MISS
+
+
+def test_a_block_wanted_twice_is_promoted_once() -> None:
+    manager, _, (tier,), _ = setup()
+    tier.blocks[key(3)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    first, second = ReqContext("a"), ReqContext("b")
+    assert manager.lookup(key(3), first) is LookupResult.RETRY
+    assert manager.lookup(key(3), second) is LookupResult.RETRY
+    manager.take_events()
+    assert manager.lookup(key(3), second) is LookupResult.RETRY
+    assert tier.calls == ["load:1"]
+
+
+def test_promotions_are_batched_per_tier_per_step() -> None:
+    manager, _, tiers, _ = setup(tiers=2)
+    tiers[0].blocks[key(1)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    tiers[0].blocks[key(2)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    tiers[1].blocks[key(3)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    answers = [manager.lookup(key(i), ctx) for i in (1, 2, 3)]
+    assert answers == [LookupResult.RETRY] * 3
+    assert tiers[0].calls == [] and tiers[1].calls == []
+    manager.on_request_finished(ctx)
+    assert tiers[0].calls == ["load:2"]
+    assert tiers[1].calls == ["load:1"]
+
+
+def test_completed_stores_cascade_to_every_tier_with_the_primary_blocks_pinned() -> None:
+    manager, _, tiers, host = setup(capacity=2, tiers=2)
+    store(manager, host, [key(1), key(2)])
+    assert [t.calls for t in tiers] == [["store:2"], ["store:2"]]
+    assert manager.prepare_store([key(3)], ctx) is None
+    for tier in tiers:
+        tier.finish()
+    manager.take_events()
+    assert all(set(t.blocks) == {key(1), key(2)} for t in tiers)
+    assert bool((tiers[1].blocks[key(1)] == 1).all())
+    assert manager.prepare_store([key(3)], ctx) is not None
+    assert manager.stats().tiers[1].written == 2
+
+
+def test_a_failed_store_cascades_nothing() -> None:
+    manager, _, (tier,), host = setup()
+    store(manager, host, [key(1)], success=False)
+    assert tier.calls == []
+
+
+def test_blocks_a_tier_already_holds_are_not_written_again() -> None:
+    manager, _, (tier,), host = setup()
+    tier.blocks[key(1)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    store(manager, host, [key(1), key(2)])
+    assert tier.calls == ["store:1"]
+
+
+def test_refused_cascade_unpins_the_primary_blocks() -> None:
+    manager, _, (tier,), host = setup(capacity=1)
+    tier.refuse_submits = True
+    store(manager, host, [key(1)])
+    assert manager.prepare_store([key(2)], ctx) is not None
+    assert manager.stats().tiers[0].failed_jobs == 1
+
+
+def test_failed_promotion_frees_the_reserved_block() -> None:
+    manager, primary, (tier,), _ = setup()
+    tier.blocks[key(5)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    assert manager.lookup(key(5), ctx) is LookupResult.RETRY
+    manager.take_events()
+    tier.fail_next = True
+    tier.finish()
+    del tier.blocks[key(5)]
+    assert manager.lookup(key(5), ctx) is LookupResult.MISS
+    assert primary.stats().used == 0
+
+
+def test_touch_reaches_every_tier() -> None:
+    manager, _, tiers, _ = setup(tiers=2)
+    manager.touch([key(1), key(2)], ctx)
+    assert [t.touched for t in tiers] == [[[key(1), key(2)]], [[key(1), key(2)]]]
+
+
+def test_reset_cache_drains_in_flight_jobs_first() -> None:
+    manager, primary, (tier,), host = setup()
+    store(manager, host, [key(1)])
+    timer = threading.Timer(0.05, tier.finish)
+    timer.start()
+    started = time.perf_counter()
+    manager.reset_cache()
+    assert time.perf_counter() - started >= 0.04
+    assert tier.pending == []
+    assert primary.lookup(key(1), ctx) is LookupResult.MISS
+    assert key(1) in tier.blocks
+
+
+def test_shutdown_stops_the_tiers_then_the_primary() -> None:
+    log: list[str] = []
+    host = torch.zeros((2, BLOCK_BYTES), dtype=torch.uint8)
+    tiers = [ControlledTier(host, "a"), ControlledTier(host, "b")]
+    manager = TieringOffloadingManager(RecordingPrimary(2, log), tiers)
+    manager.shutdown()
+    assert tiers[0].calls == ["shutdown"] and tiers[1].calls == ["shutdown"]
+    assert log == ["primary shutdown"]
+
+
+class GPUSpecPrimary(CPUOffloadingManager):
+    """A primary that wrongly hands out GPU specs, which name no host blocks."""
+
+    @override
+    def prepare_store(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> PrepareStoreOutput | None:
+        return PrepareStoreOutput(keys, GPULoadStoreSpec([1]), [])
+
+
+def test_primary_must_hand_out_host_block_ids() -> None:
+    host = torch.zeros((2, BLOCK_BYTES), dtype=torch.uint8)
+    tier = ControlledTier(host)
+    tier.blocks[key(1)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    manager = TieringOffloadingManager(GPUSpecPrimary(2), [tier])
+    with pytest.raises(TypeError, match="needs a primary whose specs are BlockIdsSpec"):
+        manager.lookup(key(1), ctx)

@@ -1,0 +1,153 @@
+"""The block file format: round trip, atomic writes, and every kind of damage detected on read."""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import xxhash
+
+from kvcontract import make_offload_key
+from kvcontract.tiers import block_file
+from kvcontract.tiers.block_file import CorruptBlockError, read_block, read_header, write_block
+
+KEY = make_offload_key(b"k" * 16, 3)
+PAYLOAD = bytes(range(256)) * 4
+
+
+def write(tmp_path: Path, payload: bytes = PAYLOAD) -> str:
+    """Write ``payload`` as the block of ``KEY`` in ``tmp_path``; its path."""
+    path = str(tmp_path / "block.kvb")
+    write_block(path, str(tmp_path / ".tmp"), KEY, memoryview(payload))
+    return path
+
+
+def test_round_trip_and_no_temporary_file_left(tmp_path: Path) -> None:
+    path = write(tmp_path)
+    out = bytearray(len(PAYLOAD))
+    read_block(path, KEY, memoryview(out))
+    assert out == PAYLOAD
+    assert os.listdir(tmp_path) == ["block.kvb"]
+
+
+def test_header_reports_key_length_and_checksum(tmp_path: Path) -> None:
+    header = read_header(write(tmp_path))
+    assert header.key == KEY
+    assert header.payload_len == len(PAYLOAD)
+    assert header.checksum == block_file.checksum(memoryview(PAYLOAD))
+    assert header.file_size == os.path.getsize(tmp_path / "block.kvb")
+
+
+def test_rewrite_replaces_the_whole_file(tmp_path: Path) -> None:
+    write(tmp_path)
+    path = write(tmp_path, PAYLOAD[::-1])
+    out = bytearray(len(PAYLOAD))
+    read_block(path, KEY, memoryview(out))
+    assert out == PAYLOAD[::-1]
+
+
+def flip(path: str, offset: int) -> None:
+    """Invert the byte at ``offset`` of the file at ``path``."""
+    with open(path, "r+b") as file:
+        file.seek(offset)
+        byte = file.read(1)
+        file.seek(offset)
+        file.write(bytes([byte[0] ^ 0xFF]))
+
+
+HEADER = struct.calcsize("<4sHHQQ") + len(KEY)
+
+
+DAMAGES: dict[str, tuple[Callable[[str], object], str]] = {
+    "payload": (lambda p: flip(p, HEADER + 100), "checksum"),
+    "magic": (lambda p: flip(p, 0), "magic"),
+    "version": (lambda p: flip(p, 4), "format version"),
+    "key": (lambda p: flip(p, HEADER - 1), "another key"),
+    "length": (lambda p: flip(p, 8), "payload of"),
+    "truncated": (lambda p: os.truncate(p, HEADER + 10), "shorter"),
+    "short-header": (lambda p: os.truncate(p, 10), "truncated header"),
+    "empty": (lambda p: os.truncate(p, 0), "truncated header"),
+    "extended": (lambda p: Path(p).write_bytes(Path(p).read_bytes() + b"x"), "longer"),
+}
+"""Ways to damage a block file, and what the error then says."""
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_damage_is_detected_and_the_file_deleted(tmp_path: Path, damage: str) -> None:
+    damage_file, message = DAMAGES[damage]
+    path = write(tmp_path)
+    damage_file(path)
+    with pytest.raises(CorruptBlockError, match=message):
+        read_block(path, KEY, memoryview(bytearray(len(PAYLOAD))))
+    assert not os.path.exists(path)
+
+
+def test_reading_with_another_block_size_is_corrupt(tmp_path: Path) -> None:
+    path = write(tmp_path)
+    with pytest.raises(CorruptBlockError, match="payload of 1024 bytes, expected 512"):
+        read_block(path, KEY, memoryview(bytearray(512)))
+
+
+def test_missing_file_is_file_not_found(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        read_block(str(tmp_path / "absent.kvb"), KEY, memoryview(bytearray(4)))
+
+
+def test_truncated_header_scan_deletes_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path)
+    os.truncate(path, HEADER + 1)
+    with pytest.raises(CorruptBlockError, match="size does not match"):
+        read_header(path)
+    assert not os.path.exists(path)
+
+
+def test_a_replaced_corrupt_file_is_not_deleted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer that renames a new file into place while a reader finds the old one corrupt keeps it."""
+    path = write(tmp_path)
+    flip(path, HEADER + 1)
+    real_hasher = xxhash.xxh3_64
+
+    def hasher_after_rewrite() -> xxhash.xxh3_64:
+        monkeypatch.setattr(xxhash, "xxh3_64", real_hasher)
+        write(tmp_path)
+        return real_hasher()
+
+    monkeypatch.setattr(xxhash, "xxh3_64", hasher_after_rewrite)
+    with pytest.raises(CorruptBlockError, match="checksum"):
+        read_block(path, KEY, memoryview(bytearray(len(PAYLOAD))))
+    out = bytearray(len(PAYLOAD))
+    read_block(path, KEY, memoryview(out))
+    assert out == PAYLOAD
+
+
+def test_blocks_larger_than_one_read_chunk(tmp_path: Path) -> None:
+    payload = bytes(range(251)) * 4000
+    path = write(tmp_path, payload)
+    out = bytearray(len(payload))
+    read_block(path, KEY, memoryview(out))
+    assert out == payload
+    damages: list[tuple[Callable[[str], object], str]] = [
+        (lambda p: flip(p, HEADER + 700_000), "checksum"),
+        (lambda p: os.truncate(p, HEADER + 600_000), "shorter"),
+        (lambda p: Path(p).write_bytes(Path(p).read_bytes() + b"x"), "longer"),
+    ]
+    for damage_file, message in damages:
+        write(tmp_path, payload)
+        damage_file(path)
+        with pytest.raises(CorruptBlockError, match=message):
+            read_block(path, KEY, memoryview(out))
+
+
+def test_failed_write_removes_its_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_rename(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", no_rename)
+    with pytest.raises(OSError, match="No space"):
+        write(tmp_path)
+    assert os.listdir(tmp_path) == []
