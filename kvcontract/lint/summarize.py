@@ -1,0 +1,678 @@
+"""Parse one module and summarize it: bindings with code flow, classes, their members and bases.
+
+Only statements are walked: module and class bodies fully, method bodies for the
+``self.attr`` assignments that make instance attributes, and other function bodies only
+when they hold a ``class`` statement. This keeps the per-file cost close to the parse.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Union
+
+from typing_extensions import TypeAlias
+
+from kvcontract.lint.static_conditions import Target, static_truth
+from kvcontract.lint.summary import (
+    UNBOUND,
+    AliasBinding,
+    BaseExpr,
+    Binding,
+    CallBinding,
+    ClassBinding,
+    ClassSummary,
+    Decorator,
+    DefSummary,
+    FromBinding,
+    ModuleBinding,
+    ModuleSummary,
+    OpaqueBase,
+    OpaqueBinding,
+    Ref,
+    SyntaxProblem,
+)
+
+__all__ = ["absolute_module", "summarize_source", "summary_of_error"]
+
+State = dict[str, tuple[int, ...]]
+
+# A plain search for the keyword, checked for leading blanks, is several times faster than a
+# line-anchored pattern over whole files.
+_CLASS_KEYWORD = re.compile(rb"class[ \t\\(]")
+_FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
+_TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+if sys.version_info >= (3, 11):
+    TryNode: TypeAlias = Union[ast.Try, ast.TryStar]
+    _TRY: tuple[type[ast.stmt], ...] = (ast.Try, ast.TryStar)
+else:  # pragma: no cover - Python 3.10 has no ``try``/``except*``
+    TryNode: TypeAlias = ast.Try
+    _TRY = (ast.Try,)
+
+
+def absolute_module(current: str, is_package: bool, module: str | None, level: int) -> str:
+    """The absolute module that ``from {'.' * level}{module} import ...`` names in ``current``."""
+    if level == 0:
+        return module or ""
+    parts = current.split(".") if current else []
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)] if level - 1 <= len(parts) else []
+    if module:
+        parts.append(module)
+    return ".".join(parts)
+
+
+def _ref_of(node: ast.expr) -> tuple[str, tuple[str, ...], bool] | None:
+    """Root name, attributes and subscript flag of ``a.b.c`` or ``a.b.c[...]``."""
+    subscripted = False
+    if isinstance(node, ast.Subscript):
+        node = node.value
+        subscripted = True
+    attrs: list[str] = []
+    while isinstance(node, ast.Attribute):
+        attrs.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    attrs.reverse()
+    return node.id, tuple(attrs), subscripted
+
+
+def _string_list(node: ast.expr) -> list[str] | None:
+    if isinstance(node, (ast.List, ast.Tuple)):
+        out: list[str] = []
+        for elt in node.elts:
+            if isinstance(elt, ast.Constant) and isinstance(elt.value, str):
+                out.append(elt.value)
+            else:
+                return None
+        return out
+    return None
+
+
+def _annotation_name(node: ast.expr | None) -> str | None:
+    """The last name of an annotation (``typing.Any`` -> ``"Any"``), or ``None``."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.rpartition(".")[2].partition("[")[0]
+    return None
+
+
+_TRANSFORMS = frozenset({"dataclass_transform", "__dataclass_transform__"})
+
+
+def _callee(node: ast.expr) -> ast.expr:
+    return node.func if isinstance(node, ast.Call) else node
+
+
+def _is_classmethod(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(isinstance(d, ast.Name) and d.id == "classmethod" for d in node.decorator_list)
+
+
+def _merge(states: Sequence[State | None]) -> State | None:
+    """Join code paths: a name may then hold any binding of any path (or be unbound)."""
+    live = [s for s in states if s is not None]
+    if not live:
+        return None
+    first = live[0]
+    if len(live) == 1:
+        return first
+    if all(s is first for s in live):
+        return first
+    keys: dict[str, None] = {}
+    for s in live:
+        keys.update(dict.fromkeys(s))
+    out: State = {}
+    for key in keys:
+        merged: list[int] = []
+        for s in live:
+            for cand in s.get(key, (UNBOUND,)):
+                if cand not in merged:
+                    merged.append(cand)
+        out[key] = tuple(merged)
+    return out
+
+
+@dataclass
+class _ScopeRef:
+    """A function or module scope seen from nested code: its final state once walked."""
+
+    state: State = field(default_factory=dict[str, tuple[int, ...]])
+
+
+@dataclass
+class _ClassBuild:
+    """A class body being walked: its position among the module's classes, names it binds, defs."""
+
+    index: int
+    names: set[str] = field(default_factory=set[str])
+    defs: list[DefSummary] = field(default_factory=list[DefSummary])
+
+
+class _Walker:
+    """Walks the statements of one module, building its summary.
+
+    ``here`` is the scope being walked when it is a module or function scope (``None`` in
+    class bodies); its ``state`` follows the walk, so code nested in it sees the current
+    state, and once the scope is walked it holds the final state for deferred functions.
+    """
+
+    def __init__(self, module: str, is_package: bool, target: Target, class_lines: list[int]) -> None:
+        self.module = module
+        self.is_package = is_package
+        self.target = target
+        self.class_lines = class_lines
+        self.bindings: list[Binding] = []
+        self.classes: list[ClassSummary | None] = []
+        self.stars: list[str] = []
+        self.all_names: list[str] | None = None
+        self.all_dynamic = False
+        self.sys_names: set[str] = {"sys"}
+        self.typing_names: set[str] = {"typing", "typing_extensions"}
+        self.os_names: set[str] = {"os"}
+        self.deferred: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, tuple[_ScopeRef, ...], str, int | None]] = []
+
+    # -- bindings -----------------------------------------------------------------
+
+    def _bind(self, state: State, name: str, binding: Binding) -> None:
+        self.bindings.append(binding)
+        state[name] = (len(self.bindings) - 1,)
+
+    @staticmethod
+    def _lookup(name: str, state: State, outer: tuple[_ScopeRef, ...]) -> tuple[int, ...]:
+        found = state.get(name)
+        if found is not None:
+            return found
+        for scope in outer:
+            found = scope.state.get(name)
+            if found is not None:
+                return found
+        return ()
+
+    def _ref(self, node: ast.expr, state: State, outer: tuple[_ScopeRef, ...]) -> Ref | None:
+        parts = _ref_of(node)
+        if parts is None:
+            return None
+        root, attrs, subscripted = parts
+        return Ref(root, self._lookup(root, state, outer), attrs, subscripted)
+
+    def _call(self, node: ast.Call, state: State, outer: tuple[_ScopeRef, ...]) -> CallBinding | None:
+        func = self._ref(node.func, state, outer)
+        if func is None:
+            return None
+        first = node.args[0] if node.args else None
+        text = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+        return CallBinding(func, text)
+
+    def _value_binding(self, value: ast.expr, name: str, qual: str, state: State, outer: tuple[_ScopeRef, ...]) -> Binding:
+        if isinstance(value, (ast.Name, ast.Attribute, ast.Subscript)):
+            ref = self._ref(value, state, outer)
+            if ref is not None:
+                return AliasBinding(ref)
+        elif isinstance(value, ast.Call):
+            call = self._call(value, state, outer)
+            if call is not None:
+                return call
+        return OpaqueBinding(qual + name)
+
+    def _bind_target(self, target: ast.expr, state: State, qual: str, names: set[str] | None) -> None:
+        if isinstance(target, ast.Name):
+            self._bind(state, target.id, OpaqueBinding(qual + target.id))
+            if names is not None:
+                names.add(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self._bind_target(elt, state, qual, names)
+        elif isinstance(target, ast.Starred):
+            self._bind_target(target.value, state, qual, names)
+
+    # -- statements ---------------------------------------------------------------
+
+    def block(
+        self,
+        stmts: Sequence[ast.stmt],
+        state: State,
+        here: _ScopeRef | None,
+        outer: tuple[_ScopeRef, ...],
+        qual: str,
+        cls: _ClassBuild | None,
+    ) -> State | None:
+        """Walk ``stmts`` from ``state``; the state at the end, or ``None`` if no path gets there."""
+        current: State = state
+        for stmt in stmts:
+            if here is not None:
+                here.state = current
+            after = self.stmt(stmt, current, here, outer, qual, cls)
+            if after is None:
+                return None
+            current = after
+        return current
+
+    def stmt(
+        self,
+        stmt: ast.stmt,
+        state: State,
+        here: _ScopeRef | None,
+        outer: tuple[_ScopeRef, ...],
+        qual: str,
+        cls: _ClassBuild | None,
+    ) -> State | None:
+        """Walk one statement; returns the state after it (``None``: it never completes)."""
+        names = cls.names if cls is not None else None
+        at_module = here is not None and not outer
+        if isinstance(stmt, _FUNCTION_NODES):
+            if cls is not None:
+                cls.defs.append(self._def_summary(stmt, state, outer))
+            transform = any(_annotation_name(_callee(d)) in _TRANSFORMS for d in stmt.decorator_list)
+            self._bind(state, stmt.name, OpaqueBinding(qual + stmt.name, _annotation_name(stmt.returns), transform))
+            if names is not None:
+                names.add(stmt.name)
+            if self._holds_class(stmt):
+                nested = (here, *outer) if here is not None else outer
+                owner = cls.index if cls is not None and _is_classmethod(stmt) else None
+                self.deferred.append((stmt, nested, qual + stmt.name + ".<locals>.", owner))
+        elif isinstance(stmt, ast.Assign):
+            self._assign(stmt.targets, stmt.value, state, outer, qual, names, at_module)
+        elif isinstance(stmt, ast.ImportFrom):
+            module = absolute_module(self.module, self.is_package, stmt.module, stmt.level)
+            for alias in stmt.names:
+                if alias.name == "*":
+                    if at_module:
+                        self.stars.append(module)
+                    continue
+                bound = alias.asname or alias.name
+                self._bind(state, bound, FromBinding(module, alias.name))
+                if names is not None:
+                    names.add(bound)
+        elif isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.asname:
+                    bound, module = alias.asname, alias.name
+                else:
+                    bound = module = alias.name.partition(".")[0]
+                self._bind(state, bound, ModuleBinding(module))
+                self._note_module_alias(bound, module)
+                if names is not None:
+                    names.add(bound)
+        elif isinstance(stmt, ast.ClassDef):
+            index = self._class(stmt, state, here, outer, qual)
+            self._bind(state, stmt.name, ClassBinding(index))
+            if names is not None:
+                names.add(stmt.name)
+        elif isinstance(stmt, ast.AnnAssign):
+            if isinstance(stmt.target, ast.Name):
+                if stmt.value is not None:
+                    self._assign([stmt.target], stmt.value, state, outer, qual, names, at_module)
+                else:
+                    self._bind_target(stmt.target, state, qual, names)
+        elif isinstance(stmt, ast.AugAssign):
+            if at_module and isinstance(stmt.target, ast.Name) and stmt.target.id == "__all__":
+                self._extend_all(stmt.value)
+            else:
+                self._bind_target(stmt.target, state, qual, names)
+        elif isinstance(stmt, ast.If):
+            truth = static_truth(stmt.test, self.target, self.sys_names, self.typing_names, self.os_names)
+            if truth is True:
+                return self.block(stmt.body, state, here, outer, qual, cls)
+            if truth is False:
+                return self.block(stmt.orelse, state, here, outer, qual, cls)
+            then = self.block(stmt.body, dict(state), here, outer, qual, cls)
+            other = self.block(stmt.orelse, dict(state), here, outer, qual, cls) if stmt.orelse else state
+            return _merge([then, other])
+        elif isinstance(stmt, _TRY):
+            return self._try(stmt, state, here, outer, qual, cls)
+        elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            return self._loop(stmt, state, here, outer, qual, cls)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                if item.optional_vars is not None:
+                    self._bind_target(item.optional_vars, state, qual, names)
+            return self.block(stmt.body, state, here, outer, qual, cls)
+        elif isinstance(stmt, ast.Match):
+            paths: list[State | None] = [state]
+            for case in stmt.cases:
+                paths.append(self.block(case.body, dict(state), here, outer, qual, cls))
+            return _merge(paths)
+        elif isinstance(stmt, ast.Expr):
+            if at_module:
+                self._all_call(stmt.value)
+        elif isinstance(stmt, ast.Delete):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    state[target.id] = (UNBOUND,)
+        elif isinstance(stmt, _TERMINAL):
+            return None
+        return state
+
+    def _loop(
+        self,
+        stmt: ast.For | ast.AsyncFor | ast.While,
+        state: State,
+        here: _ScopeRef | None,
+        outer: tuple[_ScopeRef, ...],
+        qual: str,
+        cls: _ClassBuild | None,
+    ) -> State | None:
+        if isinstance(stmt, ast.While):
+            truth = static_truth(stmt.test, self.target, self.sys_names, self.typing_names, self.os_names)
+            if truth is False:
+                return self.block(stmt.orelse, state, here, outer, qual, cls)
+        else:
+            self._bind_target(stmt.target, state, qual, cls.names if cls is not None else None)
+        body = self.block(stmt.body, dict(state), here, outer, qual, cls)
+        after = _merge([state, body]) or state
+        return self.block(stmt.orelse, after, here, outer, qual, cls)
+
+    def _note_module_alias(self, name: str, module: str) -> None:
+        if module == "sys":
+            self.sys_names.add(name)
+        elif module == "os":
+            self.os_names.add(name)
+        elif module in ("typing", "typing_extensions"):
+            self.typing_names.add(name)
+
+    def _assign(
+        self,
+        targets: Sequence[ast.expr],
+        value: ast.expr,
+        state: State,
+        outer: tuple[_ScopeRef, ...],
+        qual: str,
+        names: set[str] | None,
+        at_module: bool,
+    ) -> None:
+        for target in targets:
+            if isinstance(target, ast.Name):
+                if at_module and target.id == "__all__":
+                    listed = _string_list(value)
+                    if listed is None:
+                        self.all_dynamic = True
+                    else:
+                        self.all_names = listed
+                self._bind(state, target.id, self._value_binding(value, target.id, qual, state, outer))
+                if names is not None:
+                    names.add(target.id)
+                    if target.id == "__slots__":
+                        slots = _string_list(value)
+                        if slots is not None:
+                            names.update(slots)
+                        elif isinstance(value, ast.Constant) and isinstance(value.value, str):
+                            names.add(value.value)
+            else:
+                self._bind_target(target, state, qual, names)
+
+    def _extend_all(self, value: ast.expr) -> None:
+        listed = _string_list(value)
+        if listed is None or self.all_names is None:
+            self.all_dynamic = True
+        else:
+            self.all_names.extend(listed)
+
+    def _all_call(self, value: ast.expr) -> None:
+        if not (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and isinstance(value.func.value, ast.Name)
+            and value.func.value.id == "__all__"
+            and len(value.args) == 1
+        ):
+            return
+        method, arg = value.func.attr, value.args[0]
+        if self.all_names is None:
+            self.all_dynamic = True
+        elif method == "extend":
+            self._extend_all(arg)
+        elif method in ("append", "remove") and isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            if method == "append":
+                self.all_names.append(arg.value)
+            elif arg.value in self.all_names:
+                self.all_names.remove(arg.value)
+        else:
+            self.all_dynamic = True
+
+    def _try(
+        self,
+        stmt: TryNode,
+        state: State,
+        here: _ScopeRef | None,
+        outer: tuple[_ScopeRef, ...],
+        qual: str,
+        cls: _ClassBuild | None,
+    ) -> State | None:
+        body = self.block(stmt.body, dict(state), here, outer, qual, cls)
+        if body is not None and stmt.orelse:
+            body = self.block(stmt.orelse, body, here, outer, qual, cls)
+        paths: list[State | None] = [body]
+        for handler in stmt.handlers:
+            start = dict(_merge([state, body]) or state)
+            if handler.name:
+                self._bind(start, handler.name, OpaqueBinding(qual + handler.name))
+            paths.append(self.block(handler.body, start, here, outer, qual, cls))
+        after = _merge(paths)
+        if stmt.finalbody:
+            final = self.block(stmt.finalbody, dict(after if after is not None else state), here, outer, qual, cls)
+            return final if after is not None else None
+        return after
+
+    # -- classes and functions ----------------------------------------------------
+
+    def _holds_class(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        end = node.end_lineno or node.lineno
+        i = bisect.bisect_right(self.class_lines, node.lineno)
+        return i < len(self.class_lines) and self.class_lines[i] <= end
+
+    def _decorators(self, nodes: Sequence[ast.expr], state: State, outer: tuple[_ScopeRef, ...]) -> tuple[Decorator, ...]:
+        out: list[Decorator] = []
+        for node in nodes:
+            target = node.func if isinstance(node, ast.Call) else node
+            out.append(Decorator(self._ref(target, state, outer), isinstance(node, ast.Call), node.lineno, node.col_offset))
+        return tuple(out)
+
+    def _def_summary(self, node: ast.FunctionDef | ast.AsyncFunctionDef, state: State, outer: tuple[_ScopeRef, ...]) -> DefSummary:
+        return DefSummary(
+            node.name,
+            node.lineno,
+            node.col_offset,
+            self._decorators(node.decorator_list, state, outer),
+            isinstance(node, ast.AsyncFunctionDef),
+        )
+
+    def _base(self, node: ast.expr, state: State, outer: tuple[_ScopeRef, ...]) -> BaseExpr:
+        ref = self._ref(node, state, outer)
+        if ref is not None:
+            return ref
+        if isinstance(node, ast.Call):
+            call = self._call(node, state, outer)
+            if call is not None:
+                return call
+        return OpaqueBase(type(node).__name__.lower())
+
+    def _class(
+        self,
+        node: ast.ClassDef,
+        state: State,
+        here: _ScopeRef | None,
+        outer: tuple[_ScopeRef, ...],
+        qual: str,
+    ) -> int:
+        index = len(self.classes)
+        self.classes.append(None)
+        bases = tuple(self._base(b, state, outer) for b in node.bases)
+        decorators = self._decorators(node.decorator_list, state, outer)
+        qualname = qual + node.name
+        build = _ClassBuild(index)
+        metaclass = next((self._ref(k.value, state, outer) for k in node.keywords if k.arg == "metaclass"), None)
+        # A class body sees its own names, then the scopes around it, skipping enclosing class bodies.
+        body_outer = (here, *outer) if here is not None else outer
+        body_state = self.block(node.body, {}, None, body_outer, qualname + ".", build) or {}
+        for stmt in node.body:
+            self._instance_attrs(stmt, build.names)
+        scope = {
+            name: cands
+            for name, cands in body_state.items()
+            if any(c >= 0 and not isinstance(self.bindings[c], OpaqueBinding) for c in cands)
+        }
+        self.classes[index] = ClassSummary(
+            node.name,
+            qualname,
+            node.lineno,
+            node.col_offset,
+            bases,
+            frozenset(build.names),
+            tuple(build.defs),
+            scope,
+            decorators,
+            metaclass,
+        )
+        return index
+
+    def _instance_attrs(self, stmt: ast.stmt, names: set[str]) -> None:
+        """Collect ``self.x = ...`` targets of the methods in a class body (pyright's instance members)."""
+        if isinstance(stmt, _FUNCTION_NODES):
+            args = stmt.args.posonlyargs or stmt.args.args
+            if args:
+                _SelfAttrs(args[0].arg, names).stmts(stmt.body)
+        elif isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While)):
+            for inner in (*stmt.body, *stmt.orelse):
+                self._instance_attrs(inner, names)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for inner in stmt.body:
+                self._instance_attrs(inner, names)
+        elif isinstance(stmt, _TRY):
+            for inner in (*stmt.body, *stmt.orelse, *stmt.finalbody):
+                self._instance_attrs(inner, names)
+            for handler in stmt.handlers:
+                for inner in handler.body:
+                    self._instance_attrs(inner, names)
+
+    def function_body(
+        self, node: ast.FunctionDef | ast.AsyncFunctionDef, outer: tuple[_ScopeRef, ...], qual: str, owner: int | None
+    ) -> None:
+        """Walk a function body that holds a class statement, after its enclosing scopes.
+
+        In a classmethod of class ``owner`` the first parameter is that class (``cls``).
+        """
+        here = _ScopeRef({})
+        args = node.args
+        params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        params.extend(extra for extra in (args.vararg, args.kwarg) if extra is not None)
+        for i, arg in enumerate(params):
+            binding: Binding = ClassBinding(owner) if owner is not None and i == 0 else OpaqueBinding(qual + arg.arg)
+            self._bind(here.state, arg.arg, binding)
+        final = self.block(node.body, here.state, here, outer, qual, None)
+        if final is not None:
+            here.state = final
+
+
+class _SelfAttrs:
+    """Finds the attributes a method assigns on its first parameter."""
+
+    def __init__(self, param: str, names: set[str]) -> None:
+        self.param = param
+        self.names = names
+
+    def target(self, node: ast.expr) -> None:
+        """Record ``param.attr`` targets, also inside tuple and starred targets."""
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id == self.param:
+                self.names.add(node.attr)
+        elif isinstance(node, (ast.Tuple, ast.List)):
+            for elt in node.elts:
+                self.target(elt)
+        elif isinstance(node, ast.Starred):
+            self.target(node.value)
+
+    def stmts(self, body: Sequence[ast.stmt]) -> None:
+        """Walk statements, not entering nested functions or classes."""
+        for stmt in body:
+            if isinstance(stmt, ast.Assign):
+                for t in stmt.targets:
+                    self.target(t)
+            elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+                self.target(stmt.target)
+            elif isinstance(stmt, (ast.If, ast.While)):
+                self.stmts(stmt.body)
+                self.stmts(stmt.orelse)
+            elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+                self.target(stmt.target)
+                self.stmts(stmt.body)
+                self.stmts(stmt.orelse)
+            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+                for item in stmt.items:
+                    if item.optional_vars is not None:
+                        self.target(item.optional_vars)
+                self.stmts(stmt.body)
+            elif isinstance(stmt, _TRY):
+                self.stmts(stmt.body)
+                for handler in stmt.handlers:
+                    self.stmts(handler.body)
+                self.stmts(stmt.orelse)
+                self.stmts(stmt.finalbody)
+            elif isinstance(stmt, ast.Match):
+                for case in stmt.cases:
+                    self.stmts(case.body)
+
+
+def summary_of_error(path: str, module: str, is_package: bool, lines: int, error: SyntaxProblem) -> ModuleSummary:
+    """The summary of a module that does not parse: no bindings, no classes, the error."""
+    return ModuleSummary(path, module, is_package, path.endswith(".pyi"), lines, error, (), {}, (), None, ())
+
+
+def summarize_source(data: bytes, path: str, module: str, is_package: bool, target: Target) -> ModuleSummary:
+    """Parse ``data`` (the bytes of ``path``, module ``module``) and summarize it."""
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    try:
+        tree = compile(data, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as exc:
+        return summary_of_error(path, module, is_package, lines, SyntaxProblem(exc.lineno or 1, exc.offset or 1, exc.msg))
+    except (ValueError, UnicodeDecodeError) as exc:
+        return summary_of_error(path, module, is_package, lines, SyntaxProblem(1, 1, str(exc)))
+    assert isinstance(tree, ast.Module)
+    class_lines: list[int] = []
+    line = 1
+    last = 0
+    for match in _CLASS_KEYWORD.finditer(data):
+        start = match.start()
+        line_start = data.rfind(b"\n", 0, start) + 1
+        if data[line_start:start].strip(b" \t"):
+            continue
+        line += data.count(b"\n", last, start)
+        last = start
+        class_lines.append(line)
+    walker = _Walker(module, is_package, target, class_lines)
+    here = _ScopeRef({})
+    final = walker.block(tree.body, here.state, here, (), "", None)
+    if final is not None:
+        here.state = final
+    done = 0
+    while done < len(walker.deferred):
+        node, outer, qual, owner = walker.deferred[done]
+        done += 1
+        walker.function_body(node, outer, qual, owner)
+    classes = tuple(c for c in walker.classes if c is not None)
+    all_names = None if walker.all_dynamic or walker.all_names is None else tuple(walker.all_names)
+    return ModuleSummary(
+        path,
+        module,
+        is_package,
+        path.endswith(".pyi"),
+        lines,
+        None,
+        tuple(walker.bindings),
+        here.state,
+        tuple(walker.stars),
+        all_names,
+        classes,
+    )
