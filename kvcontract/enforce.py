@@ -100,7 +100,7 @@ def enforce_class(cls: type) -> None:
     _state.classes.add(cls)
     if _state.checks:
         for name, contract_fn in _implemented_contract_methods(cls).items():
-            setattr(cls, name, _wrap(cls, name, cls.__dict__[name], contract_fn))
+            setattr(cls, name, _wrap(cls, name, _unwrapped(cls.__dict__[name]), contract_fn))
 
 
 def checked(obj: _T, contract: type[object]) -> _T:
@@ -169,6 +169,7 @@ def _check_override_markers(cls: type) -> None:
             or _is_mangled(name)
             or not _is_method_like(member)
             or getattr(member, "__module__", None) in _MACHINERY_MODULES
+            or _is_synthesized(member)
         ):
             continue
         base = next((b for b in cls.__mro__[1:] if name in b.__dict__), None)
@@ -180,6 +181,19 @@ def _check_override_markers(cls: type) -> None:
             f"{'; '.join(problems)}. Decorate each with "
             "@override (from typing_extensions import override)."
         )
+
+
+def _is_synthesized(member: object) -> bool:
+    """Made at run time, not written by the class's author: ``dataclass(slots=True)`` and attrs
+    generate ``__repr__``, ``__eq__``... from source strings (as pyright, we do not ask them
+    for ``@override``)."""
+    function: object = getattr(member, "__func__", member)
+    seen: set[int] = set()
+    while (inner := getattr(function, "__wrapped__", None)) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        function = inner  # dataclass wraps its generated __repr__ with recursive_repr
+    code = getattr(function, "__code__", None)
+    return code is not None and str(getattr(code, "co_filename", "")).startswith("<")
 
 
 def _is_mangled(name: str) -> bool:

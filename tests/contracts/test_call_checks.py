@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 import pytest
 from beartype.roar import BeartypeCallHintParamViolation, BeartypeCallHintReturnViolation
@@ -235,3 +236,20 @@ def test_checked_is_identity_while_checks_are_off() -> None:
     configure(checks=False)
     structural = Structural()
     assert checked(structural, OffloadingManager) is structural
+
+
+def test_slotted_dataclass_implementers_are_wrapped_once(ctx: ReqContext, keys: list[OffloadKey]) -> None:
+    """``dataclass(slots=True)`` creates the class twice; the second must not wrap the wrapper."""
+
+    @dataclass(slots=True)
+    class Slotted(RecordingManager):
+        label: str = ""
+
+        @override
+        def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> None:
+            return None
+
+    wrapped = Slotted.__dict__["touch"]
+    assert wrapped.__wrapped__.__code__.co_filename == __file__
+    with pytest.raises(ContractViolation, match="called on .*Slotted.touch"):
+        Slotted().touch(set(keys), ctx)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
