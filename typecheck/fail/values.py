@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kvcontract import BlockIdsSpec, CachePolicy
+from kvcontract.managers import CPUOffloadingManager
 from typecheck.fail._fixtures import ctx, key, manager
 
 
@@ -14,3 +15,5 @@ IncompletePolicy()  # type: ignore[abstract]  # pyright: ignore[reportAbstractUs
 spec = BlockIdsSpec([1, 2])
 spec.block_ids = [3]  # type: ignore[misc]  # pyright: ignore[reportAttributeAccessIssue]
 result: bool = manager.lookup(key, ctx)  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
+CPUOffloadingManager(16, policy=3)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+CPUOffloadingManager(16, "lru", True)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
