@@ -116,9 +116,11 @@ def _config_show(options: argparse.Namespace) -> int:
 
 
 def _simulate(options: argparse.Namespace) -> int:
-    from kvcontract.config import KVContractConfig
+    from kvcontract.config import ConfigError, KVContractConfig
+    from kvcontract.sim.engine import DataMismatch
     from kvcontract.sim.report import print_report, write_plot
     from kvcontract.sim.run import run_simulation
+    from kvcontract.sim.trace import TraceFormatError
 
     if options.requests is not None and options.requests < 1:
         raise UsageError(f"--requests must be at least 1, got {options.requests}")
@@ -134,8 +136,11 @@ def _simulate(options: argparse.Namespace) -> int:
             seed=options.seed,
             show_progress=not options.json,
         )
-    except (OSError, ValueError) as error:
+    except (OSError, TraceFormatError, ConfigError) as error:
         raise UsageError(str(error)) from None
+    except DataMismatch as error:
+        print(f"kvcontract: verification failed: {error}", file=sys.stderr)
+        return 1
     if options.json:
         print(json.dumps(report.summary()))
     else:
