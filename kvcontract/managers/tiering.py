@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from typing_extensions import override
 
@@ -214,28 +214,10 @@ class TieringOffloadingManager(OffloadingManager):
         self._poll()
         primary = self._primary.stats()
         tiers = tuple(
-            TierStats(
-                name=type(state.tier).__name__,
-                hits=state.counters.hits,
-                promoted=state.counters.promoted,
-                written=state.counters.written,
-                bytes_read=state.counters.bytes_read,
-                bytes_written=state.counters.bytes_written,
-                failed_jobs=state.counters.failed_jobs,
-            )
-            for state in self._tiers
+            TierStats(type(state.tier).__name__, **asdict(state.counters)) for state in self._tiers
         )
-        return TieringStats(
-            capacity=primary.capacity,
-            used=primary.used,
-            hits=primary.hits,
-            misses=primary.misses,
-            stored=primary.stored,
-            loaded=primary.loaded,
-            evicted=primary.evicted,
-            failed_stores=primary.failed_stores,
-            tiers=tiers,
-        )
+        counters = {f.name: getattr(primary, f.name) for f in fields(ManagerStats)}
+        return TieringStats(**counters, tiers=tiers)
 
     @override
     def reset_cache(self) -> None:
