@@ -183,9 +183,9 @@ class TieringOffloadingManager(OffloadingManager):
         self._step()
 
     def _cascade(self, keys: Sequence[OffloadKey]) -> None:
-        readable = [k for k in keys if self._primary.lookup(k, self._own) is LookupResult.HIT]
+        """Write ``keys``, readable in the primary since a successful ``complete_store``, to every tier."""
         for state in self._tiers:
-            missing = [k for k in readable if state.tier.lookup(k) is LookupResult.MISS]
+            missing = [k for k in keys if state.tier.lookup(k) is LookupResult.MISS]
             if not missing:
                 continue
             spec = self._primary.prepare_load(missing, self._own)

@@ -207,3 +207,11 @@ def test_primary_must_hand_out_host_block_ids() -> None:
     manager = TieringOffloadingManager(GPUSpecPrimary(2), [tier])
     with pytest.raises(TypeError, match="needs a primary whose specs are BlockIdsSpec"):
         manager.lookup(key(1), ctx)
+
+
+def test_cascades_do_not_count_as_lookups() -> None:
+    manager, _, (tier,), host = setup()
+    store(manager, host, [key(1), key(2)])
+    assert tier.calls == ["store:2"]
+    stats = manager.stats()
+    assert (stats.hits, stats.misses) == (0, 0)
