@@ -11,8 +11,12 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:
+    from kvcontract.config import KVContractConfig
 
 __all__ = ["main"]
 
@@ -74,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(path: Path | None, *, simulation: bool = False) -> object:
+def _load(path: Path | None, *, simulation: bool = False) -> KVContractConfig:
     from kvcontract.config import ConfigError, load_config
     from kvcontract.sim.defaults import SIMULATION_DEFAULTS
 
@@ -106,17 +110,14 @@ def _config_schema(options: argparse.Namespace) -> int:
 
 
 def _config_show(options: argparse.Namespace) -> int:
-    from kvcontract.config import KVContractConfig
-
     config = _load(options.file)
-    assert isinstance(config, KVContractConfig)
     text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)  # pyright: ignore[reportUnknownMemberType]  # types-PyYAML leaves one keyword's type unknown
     print(text, end="")
     return 0
 
 
 def _simulate(options: argparse.Namespace) -> int:
-    from kvcontract.config import ConfigError, KVContractConfig
+    from kvcontract.config import ConfigError
     from kvcontract.sim.engine import DataMismatch
     from kvcontract.sim.report import print_report, write_plot
     from kvcontract.sim.run import run_simulation
@@ -127,7 +128,6 @@ def _simulate(options: argparse.Namespace) -> int:
     if options.plot is not None and options.plot.suffix.lower() != ".png":
         raise UsageError(f"--plot writes a PNG file: give a name ending in .png, got {options.plot}")
     config = _load(options.config, simulation=options.config is None)
-    assert isinstance(config, KVContractConfig)
     try:
         report = run_simulation(
             config,

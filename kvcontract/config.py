@@ -8,6 +8,7 @@ override fields (values are read as YAML scalars, so ``4096`` is a number).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
@@ -378,7 +379,7 @@ def _read(path: Path) -> dict[str, object]:
 
 
 def _apply_environment(data: dict[str, object], environ: Mapping[str, str]) -> dict[str, object]:
-    merged: dict[str, object] = json.loads(json.dumps(data, default=str))
+    merged = copy.deepcopy(data)
     for name, raw in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX) or name[len(ENV_PREFIX):] in _NOT_FIELDS:
             continue
