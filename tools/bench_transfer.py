@@ -7,7 +7,8 @@ time the worker reports for it (``TransferResult.transfer_seconds``: CUDA events
 the job on its stream, or the copy thread's clock); "e2e" is over the caller's wall time
 from submit until ``wait`` returns, validation and thread hand-offs included. The limit
 is one contiguous copy of the same number of bytes between the same two memories,
-block-aligned: on CUDA a pinned host <-> device torch ``copy_``; on CPU by default the
+block-aligned: on CUDA a pinned host <-> device torch ``copy_`` timed by CUDA events like the
+job; on CPU by default the
 faster of a torch ``copy_`` and one libc ``memmove`` (glibc's is often twice as fast as
 torch's copy loop), or either alone with ``--limit``. The ratio is GB/s over the limit.
 Each repetition runs the job and then the limit copy, each at fresh random places, and
@@ -78,6 +79,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="CPU limit: the faster of one torch copy_ and one libc memmove (default), or one",
     )
     parser.add_argument(
+        "--copy-path",
+        choices=("auto", "zero-copy", "memcpy"),
+        default="auto",
+        help="CUDA: kernels that address pinned host memory, memcpy runs, or the worker's choice",
+    )
+    parser.add_argument(
         "--threads", type=int, default=1, help="torch CPU threads for the limit copy (default 1)"
     )
     parser.add_argument(
@@ -133,8 +140,12 @@ class PagePool:
             for _ in range(self.layers)
         ]
         self.num_host = -(-self.num_blocks // self.k)
+        zero_copy = {"auto": None, "zero-copy": True, "memcpy": False}[args.copy_path]
         self.worker: TorchOffloadingWorker = TorchOffloadingWorker(
-            self.kv, num_host_blocks=self.num_host, blocks_per_offload_block=self.k
+            self.kv,
+            num_host_blocks=self.num_host,
+            blocks_per_offload_block=self.k,
+            cuda_zero_copy=zero_copy,
         )
         self.worker.host_buffer.fill_(1)
         self.places = random.Random(page)
@@ -193,6 +204,8 @@ class PagePool:
         host_part = host_flat[host_at : host_at + nbytes]
         dst, src = (host_part, kv_part) if direction == "store" else (kv_part, host_part)
         self.sync()
+        if self.device.type == "cuda":
+            return self.timed_on_device(dst, src)
         start = time.perf_counter()
         if method == "memmove":
             ctypes.memmove(dst.data_ptr(), src.data_ptr(), nbytes)
@@ -200,6 +213,18 @@ class PagePool:
             dst.copy_(src)
         self.sync()
         return time.perf_counter() - start
+
+    def timed_on_device(self, dst: torch.Tensor, src: torch.Tensor) -> float:
+        """Seconds of ``dst.copy_(src)`` between CUDA events on the current stream."""
+        import torch
+
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src, non_blocking=True)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000
 
     def sync(self) -> None:
         """Wait for the device."""
@@ -233,13 +258,13 @@ def main(argv: Sequence[str]) -> int:
 
     started = time.perf_counter()
     cells: list[Cell] = []
-    copy_path = ""
+    copy_path, pinned = "", False
     for page in pages:
         fitting = [b for b in batches if b * page * args.layers <= max_job]
         if not fitting:
             continue
         pool = PagePool(args, device, page, max(fitting))
-        copy_path = pool.worker.copy_path
+        copy_path, pinned = pool.worker.copy_path, pool.worker.host_pinned
         for batch in fitting:
             store = pool.measure("store", batch, reps)
             cells.append(Cell(page, batch, store, pool.measure("load", batch, reps)))
@@ -256,7 +281,7 @@ def main(argv: Sequence[str]) -> int:
         )
     )
     console.print(
-        f"copy path: {copy_path}; torch CPU threads: {args.threads}; jobs over "
+        f"copy path: {copy_path}; host buffer pinned: {pinned}; torch CPU threads: {args.threads}; jobs over "
         f"{max_job / MIB:.0f} MiB skipped; {time.perf_counter() - started:.1f} s"
     )
     for line in _targets(cells, device.type == "cuda"):

@@ -5,10 +5,13 @@
 # Run from the project root:  bash tools/device_check.sh
 #
 # Packages: torch, numpy, pytest, hypothesis, rich, typing_extensions and beartype must be
-# importable. Missing ones are installed from wheels in $KVCONTRACT_WHEELS (default .whl,
-# for machines without network: fill it elsewhere with
+# importable. Missing ones are installed into a scratch directory from the wheels in
+# $KVCONTRACT_WHEELS (default .whl, for machines without network: fill it elsewhere with
 #   python3 -m pip download --no-deps --only-binary=:all: -d .whl beartype
 # and carry it), or else from the package index.
+#
+# The benchmark runs twice: with the worker's own choice of copy path, then with memcpy
+# runs forced (batches of 16 and more), so the two CUDA paths can be compared.
 #
 # KVCONTRACT_ALLOW_CPU=1 skips the "a GPU is present" assertion, so the script's CPU part
 # can be tried on a machine without one (the CUDA tests are then skipped and the benchmark
@@ -32,7 +35,10 @@ if ((${#missing[@]})); then
     packages=("${missing[@]/typing_extensions/typing-extensions}")
     echo "installing: ${packages[*]}"
     if [[ -d $WHEELS ]]; then
-        "$PYTHON" -m pip install -q --no-index --find-links "$WHEELS" "${packages[@]}"
+        site=$(mktemp -d)
+        "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --target "$site" \
+            --find-links "$WHEELS" "${packages[@]}"
+        export PYTHONPATH="$PYTHONPATH:$site"
     else
         "$PYTHON" -m pip install -q "${packages[@]}"
     fi
@@ -49,10 +55,19 @@ else:
     sys.exit("no CUDA device visible to torch: this check needs a GPU (KVCONTRACT_ALLOW_CPU=1 to try the CPU part)")
 EOF
 
+failed=()
 step "tests: pytest tests/transfer"
-timeout 150 "$PYTHON" -m pytest tests/transfer -q -p no:cacheprovider
+timeout 170 "$PYTHON" -m pytest tests/transfer -q -p no:cacheprovider || failed+=(tests)
 
 step "benchmark: tools/bench_transfer.py"
-timeout 130 "$PYTHON" tools/bench_transfer.py
+timeout 110 "$PYTHON" tools/bench_transfer.py || failed+=(benchmark)
+
+step "benchmark: tools/bench_transfer.py --copy-path memcpy --batches 16,64,256,1024"
+timeout 70 "$PYTHON" tools/bench_transfer.py --copy-path memcpy --batches 16,64,256,1024 ||
+    failed+=("memcpy benchmark")
 
 step "done"
+if ((${#failed[@]})); then
+    echo "failed: ${failed[*]}"
+    exit 1
+fi

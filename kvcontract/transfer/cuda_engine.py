@@ -23,7 +23,7 @@ from kvcontract.transfer.engine import CopyEngine, Direction
 from kvcontract.transfer.host_buffer import HostBuffer
 from kvcontract.transfer.layout import KVCacheLayout
 from kvcontract.transfer.mapping import BlockMapping
-from kvcontract.transfer.staged_copy import StagedCopier
+from kvcontract.transfer.staged_copy import PreparedJob, StagedCopier
 
 __all__ = ["CudaCopyEngine", "device_alias"]
 
@@ -37,6 +37,8 @@ class _Job:
     end: torch.Event
     nbytes: int
     success: bool
+    prepared: PreparedJob | None
+    """Held until the job is reported, as its copies read the prepared block ids."""
 
 
 class CudaCopyEngine(CopyEngine):
@@ -69,20 +71,24 @@ class CudaCopyEngine(CopyEngine):
         stream = self._streams[direction]
         start = torch.Event(self._device, enable_timing=True)
         end = torch.Event(self._device, enable_timing=True)
-        success = True
         compute = torch.accelerator.current_stream(self._device)
+        prepared: PreparedJob | None = None
+        success = True
         with stream:
             stream.wait_stream(compute)
-            start.record(stream)
             try:
-                self.enqueue(direction, mapping)
+                prepared = self._copier.prepare(mapping)
+                start.record(stream)
+                self.enqueue(direction, prepared)
             except Exception:
                 _log.exception("%s job %d failed", direction.value, job_id)
                 success = False
-            finally:
-                end.record(stream)
+            if prepared is None:
+                start.record(stream)
+            end.record(stream)
+        job = _Job(job_id, start, end, mapping.nbytes, success, prepared)
         with self._lock:
-            self._jobs[direction].append(_Job(job_id, start, end, mapping.nbytes, success))
+            self._jobs[direction].append(job)
 
     @override
     def finished(self) -> list[TransferResult]:
@@ -110,9 +116,9 @@ class CudaCopyEngine(CopyEngine):
         for stream in self._streams.values():
             stream.synchronize()
 
-    def enqueue(self, direction: Direction, mapping: BlockMapping) -> None:
-        """Queue the copies of ``mapping`` on the current stream (the direction's stream)."""
-        self._copier.copy(direction, mapping)
+    def enqueue(self, direction: Direction, job: PreparedJob) -> None:
+        """Queue the copies of a prepared job on the current stream (the direction's stream)."""
+        self._copier.copy(direction, job)
 
 
 def device_alias(rows: torch.Tensor, device: torch.device) -> torch.Tensor | None:

@@ -8,13 +8,21 @@ and, with unified addressing, kernels can address it. Where registering fails, a
 anonymous buffer is allocated again from torch's pinned allocator instead (which rounds
 sizes up to a power of two, hence not the first choice). If neither pins, the buffer
 stays pageable, with one warning.
+
+Registration runs on a short-lived helper thread: the CUDA runtime keeps the last error
+per thread, and a refused registration left there would fail the next torch call that
+checks it. A registration ends with ``close()`` or, at the latest, when the mapping is
+collected, so a later mapping at the same address can be registered again.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import threading
 import warnings
+import weakref
+from collections.abc import Callable
 from typing import Any, cast
 
 import torch
@@ -39,11 +47,15 @@ class HostBuffer:
             raise ValueError(f"host blocks must hold at least one byte, got {block_bytes}")
         self._path = shared_memory_path
         nbytes = num_blocks * block_bytes
-        flat = _mapped(nbytes, shared_memory_path)
-        self._registered = self._pinned = False
+        region, flat = _mapped(nbytes, shared_memory_path)
+        self._unregister: weakref.finalize[[int], mmap.mmap] | None = None
+        self._pinned = False
         if pin:
             failures: list[str] = []
-            self._registered = self._pinned = _register(flat, failures)
+            if _register(flat, failures):
+                self._unregister = weakref.finalize(region, _unregister, flat.data_ptr())
+                self._unregister.atexit = False  # the process's end releases pinned pages
+                self._pinned = True
             if not self._pinned and shared_memory_path is None:
                 pinned = _torch_pinned(nbytes, failures)
                 if pinned is not None:
@@ -74,12 +86,12 @@ class HostBuffer:
 
     def close(self) -> None:
         """Unpin memory registered in place (it stays usable, pageable); a shared file stays."""
-        if self._registered:
-            self._registered = self._pinned = False
-            torch.cuda.check_error(_cudart().cudaHostUnregister(self._tensor.data_ptr()))
+        if self._unregister is not None and self._unregister.alive:
+            self._pinned = False
+            self._unregister()
 
 
-def _mapped(nbytes: int, path: str | None) -> torch.Tensor:
+def _mapped(nbytes: int, path: str | None) -> tuple[mmap.mmap, torch.Tensor]:
     if path is None:
         region = mmap.mmap(-1, nbytes)
     else:
@@ -102,17 +114,44 @@ def _mapped(nbytes: int, path: str | None) -> torch.Tensor:
             region.madvise(mmap.MADV_HUGEPAGE)
         except OSError:
             pass  # huge pages are only a speed-up; some kernels and file systems refuse them
-    return torch.frombuffer(region, dtype=torch.uint8)
+    return region, torch.frombuffer(region, dtype=torch.uint8)
 
 
 def _register(flat: torch.Tensor, failures: list[str]) -> bool:
     """Page-lock ``flat`` in place with ``cudaHostRegister``; on failure say why in ``failures``."""
     try:
-        torch.cuda.check_error(_cudart().cudaHostRegister(flat.data_ptr(), flat.numel(), 0))
+        _on_helper_thread(lambda: _cudart().cudaHostRegister(flat.data_ptr(), flat.numel(), 0))
     except (RuntimeError, AssertionError) as error:
         failures.append(f"cudaHostRegister: {error}")
         return False
     return True
+
+
+def _unregister(pointer: int) -> None:
+    """End the registration at ``pointer``; a refusal (the mapping already gone) changes nothing."""
+    try:
+        _on_helper_thread(lambda: _cudart().cudaHostUnregister(pointer))
+    except RuntimeError:
+        pass  # the mapping may already be gone; nothing is pinned in vain either way
+
+
+def _on_helper_thread(call: Callable[[], int]) -> None:
+    """Run a CUDA runtime ``call`` on its own thread, raising its error here if it fails."""
+    outcome: list[Exception | None] = []
+
+    def run() -> None:
+        try:
+            torch.cuda.check_error(call())
+        except Exception as error:  # handed to the calling thread below
+            outcome.append(error)
+        else:
+            outcome.append(None)
+
+    helper = threading.Thread(target=run, name="kvcontract-cuda-register")
+    helper.start()
+    helper.join()
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 def _torch_pinned(nbytes: int, failures: list[str]) -> torch.Tensor | None:

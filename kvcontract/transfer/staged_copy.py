@@ -9,28 +9,87 @@ their host rows in one of two ways:
   host row, however scattered;
 - without one, one ``copy_`` (a ``cudaMemcpyAsync``) per run of consecutive host rows.
 
-A load runs the same steps backwards. Everything is queued on the current stream; on
-CPU tensors the same steps run synchronously, which is how the tests check the plan.
+A load runs the same steps backwards. A job is prepared first (its block ids as a
+pinned index tensor, host-side work that needs no stream), then queued on the current
+stream with as few launches as possible: every launch the host makes while the stream
+waits is time the job takes. On CPU tensors the same steps run synchronously, which is
+how the tests check the plan.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
 from kvcontract.transfer.engine import Direction
-from kvcontract.transfer.layout import KVCacheLayout
-from kvcontract.transfer.mapping import BlockMapping, GroupMapping
+from kvcontract.transfer.layout import KVCacheGroup, KVCacheLayout
+from kvcontract.transfer.mapping import BlockMapping
 
-__all__ = ["STAGING_BYTES", "StagedCopier"]
+__all__ = ["STAGING_BYTES", "PreparedJob", "PreparedStep", "StagedCopier"]
 
 STAGING_BYTES = 64 << 20
 """Device staging memory per step of a job; larger jobs go through it in several steps."""
 
-_WORD_TYPES = (torch.int64, torch.int32, torch.int16)
+_WORD_TYPES = (torch.int64, torch.int32, torch.int16, torch.uint8)
+
+
+@dataclass(frozen=True)
+class PreparedStep:
+    """Up to a staging buffer's worth of one group's block pairs: columns ``begin:end``."""
+
+    group: int
+    begin: int
+    end: int
+    host_rows: npt.NDArray[np.int64]
+    """The step's host rows, for planning memcpy runs."""
+
+
+@dataclass(frozen=True)
+class PreparedJob:
+    """A job ready to queue; keep it until the job is done, as the copies read ``pairs``.
+
+    ``pairs`` is ``(2, n)`` on the host (pinned for a CUDA device): every GPU block id of
+    the job, group after group, over the host row it pairs with.
+    """
+
+    pairs: torch.Tensor
+    steps: tuple[PreparedStep, ...]
+
+
+@dataclass(frozen=True)
+class _GroupWords:
+    """One group's tensors seen as the widest integer words they all allow: fewer accesses."""
+
+    dtype: torch.dtype
+    planes: tuple[tuple[torch.Tensor, int, int], ...]
+    """Per plane: its block rows as words, its first word in a staging row, its width."""
+    width: int
+    """Bytes of the group's part of a host row."""
+    host: torch.Tensor | None
+    """The device view of the host rows' first ``width`` bytes as words, if there is one."""
+
+    @classmethod
+    def of(cls, group: KVCacheGroup, host_view: torch.Tensor | None) -> _GroupWords:
+        width = group.bytes_per_block
+        spans = [*zip(group.offsets, (p.block_bytes for p in group.planes)), (0, width)]
+        for dtype in _WORD_TYPES:
+            size = dtype.itemsize
+            if any(at % size or count % size for at, count in spans):
+                continue
+            try:
+                planes = tuple(
+                    (plane.rows.view(dtype), at // size, plane.block_bytes // size)
+                    for plane, at in zip(group.planes, group.offsets)
+                )
+                host = None if host_view is None else host_view[:, :width].view(dtype)
+            except RuntimeError:
+                continue
+            return cls(dtype, planes, width, host)
+        raise AssertionError("uint8 words always fit")
 
 
 class StagedCopier:
@@ -46,7 +105,8 @@ class StagedCopier:
         self._layout = layout
         self._device = layout.device
         self._rows = host_rows
-        self._view = host_view
+        self._zero_copy = host_view is not None
+        self._groups = tuple(_GroupWords.of(group, host_view) for group in layout.groups)
 
     @property
     def layout(self) -> KVCacheLayout:
@@ -61,57 +121,82 @@ class StagedCopier:
     @property
     def zero_copy(self) -> bool:
         """Whether kernels write and read host rows directly."""
-        return self._view is not None
+        return self._zero_copy
 
-    def copy(self, direction: Direction, mapping: BlockMapping) -> None:
-        """Queue the copies of ``mapping`` on the current stream."""
-        for group in mapping.groups:
-            pairs = torch.as_tensor(np.stack((group.gpu_ids, group.host_rows)))
-            if self._device.type == "cuda":
-                pairs = pairs.pin_memory().to(self._device, non_blocking=True)
-            width = self._layout.groups[group.group].bytes_per_block
-            step = max(1, STAGING_BYTES // width)
-            for begin in range(0, group.gpu_ids.size, step):
-                ids = pairs[:, begin : begin + step]
-                wanted = group.host_rows[begin : begin + step]
-                if direction is Direction.STORE:
-                    self._store(group, ids, wanted)
-                else:
-                    self._load(group, ids, wanted)
+    def prepare(self, mapping: BlockMapping) -> PreparedJob:
+        """The host-side work of a job: its block pairs as one index tensor, split into steps."""
+        groups = mapping.groups
+        pairs = torch.as_tensor(
+            np.stack(
+                (
+                    np.concatenate([g.gpu_ids for g in groups] or [np.zeros(0, np.int64)]),
+                    np.concatenate([g.host_rows for g in groups] or [np.zeros(0, np.int64)]),
+                )
+            )
+        )
+        if self._device.type == "cuda" and pairs.numel():
+            pairs = pairs.pin_memory()
+        steps: list[PreparedStep] = []
+        first = 0
+        for group in groups:
+            size = max(1, STAGING_BYTES // self._groups[group.group].width)
+            for begin in range(0, group.gpu_ids.size, size):
+                rows = group.host_rows[begin : begin + size]
+                steps.append(
+                    PreparedStep(group.group, first + begin, first + begin + rows.size, rows)
+                )
+            first += group.gpu_ids.size
+        return PreparedJob(pairs, tuple(steps))
 
-    def _store(self, group: GroupMapping, ids: torch.Tensor, wanted: npt.NDArray[np.int64]) -> None:
-        layout = self._layout.groups[group.group]
-        width = layout.bytes_per_block
-        staging = torch.empty((ids.shape[1], width), dtype=torch.uint8, device=self._device)
-        for plane, offset in zip(layout.planes, layout.offsets):
-            cols = staging[:, offset : offset + plane.block_bytes]
-            blocks, cols_words = _words(plane.rows, cols)
-            if cols.is_contiguous():
-                torch.index_select(blocks, 0, ids[0], out=cols_words)
+    def copy(self, direction: Direction, job: PreparedJob) -> None:
+        """Queue the copies of a prepared job on the current stream."""
+        if not job.steps:
+            return
+        pairs = job.pairs.to(self._device, non_blocking=True)
+        for step in job.steps:
+            ids = pairs[:, step.begin : step.end]
+            words = self._groups[step.group]
+            if direction is Direction.STORE:
+                self._store(words, ids, step.host_rows)
             else:
-                cols_words.copy_(torch.index_select(blocks, 0, ids[0]))
-        if self._view is not None:
-            host, staged = _words(self._view[:, :width], staging)
-            host.index_copy_(0, ids[1], staged)
-        else:
-            for row, at, count in self._runs(wanted, width):
-                host_rows = self._rows[row : row + count, :width]
-                host_rows.copy_(staging[at : at + count], non_blocking=True)
+                self._load(words, ids, step.host_rows)
 
-    def _load(self, group: GroupMapping, ids: torch.Tensor, wanted: npt.NDArray[np.int64]) -> None:
-        layout = self._layout.groups[group.group]
-        width = layout.bytes_per_block
-        staging = torch.empty((ids.shape[1], width), dtype=torch.uint8, device=self._device)
-        if self._view is not None:
-            host, staged = _words(self._view[:, :width], staging)
-            torch.index_select(host, 0, ids[1], out=staged)
+    def _store(
+        self, words: _GroupWords, ids: torch.Tensor, rows: npt.NDArray[np.int64]
+    ) -> None:
+        staging = self._staging(words, ids.shape[1])
+        for blocks, at, count in words.planes:
+            cols = staging[:, at : at + count]
+            if cols.is_contiguous():
+                torch.index_select(blocks, 0, ids[0], out=cols)
+            else:
+                cols.copy_(torch.index_select(blocks, 0, ids[0]))
+        if words.host is not None:
+            words.host.index_copy_(0, ids[1], staging)
+            return
+        staged = staging.view(torch.uint8)
+        for row, at, count in self._runs(rows, words.width):
+            self._rows[row : row + count, : words.width].copy_(
+                staged[at : at + count], non_blocking=True
+            )
+
+    def _load(self, words: _GroupWords, ids: torch.Tensor, rows: npt.NDArray[np.int64]) -> None:
+        staging = self._staging(words, ids.shape[1])
+        if words.host is not None:
+            torch.index_select(words.host, 0, ids[1], out=staging)
         else:
-            for row, at, count in self._runs(wanted, width):
-                host_rows = self._rows[row : row + count, :width]
-                staging[at : at + count].copy_(host_rows, non_blocking=True)
-        for plane, offset in zip(layout.planes, layout.offsets):
-            blocks, cols = _words(plane.rows, staging[:, offset : offset + plane.block_bytes])
-            blocks.index_copy_(0, ids[0], cols)
+            staged = staging.view(torch.uint8)
+            for row, at, count in self._runs(rows, words.width):
+                staged[at : at + count].copy_(
+                    self._rows[row : row + count, : words.width], non_blocking=True
+                )
+        for blocks, at, count in words.planes:
+            blocks.index_copy_(0, ids[0], staging[:, at : at + count])
+
+    def _staging(self, words: _GroupWords, count: int) -> torch.Tensor:
+        return torch.empty(
+            (count, words.width // words.dtype.itemsize), dtype=words.dtype, device=self._device
+        )
 
     def _runs(
         self, host_rows: npt.NDArray[np.int64], width: int
@@ -127,13 +212,3 @@ class StagedCopier:
                 count += 1
             yield rows[at], at, count
             at += count
-
-
-def _words(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Byte tensors viewed as the widest integer type they all allow: fewer, wider accesses."""
-    for dtype in _WORD_TYPES:
-        try:
-            return tuple(t.view(dtype) for t in tensors)
-        except RuntimeError:
-            continue
-    return tensors

@@ -14,7 +14,7 @@ from kvcontract import BlockIdsSpec, ContractViolation, GPULoadStoreSpec, LoadSt
 from kvcontract.transfer import TorchOffloadingWorker
 from kvcontract.transfer.cuda_engine import CudaCopyEngine
 from kvcontract.transfer.engine import Direction
-from kvcontract.transfer.mapping import BlockMapping
+from kvcontract.transfer.staged_copy import PreparedJob
 from kvcontract.transfer.thread_engine import Pages, ThreadCopyEngine
 from tests.transfer.model import BACKENDS, Backend, same_bytes
 
@@ -147,13 +147,13 @@ def inject_failure(monkeypatch: pytest.MonkeyPatch, backend: Backend) -> None:
     else:
         enqueue = CudaCopyEngine.enqueue
 
-        def first_group_then_raise(
-            self: CudaCopyEngine, direction: Direction, mapping: BlockMapping
+        def first_step_then_raise(
+            self: CudaCopyEngine, direction: Direction, job: PreparedJob
         ) -> None:
-            enqueue(self, direction, BlockMapping(mapping.groups[:1], 0))
+            enqueue(self, direction, PreparedJob(job.pairs, job.steps[:1]))
             raise RuntimeError("injected copy failure")
 
-        monkeypatch.setattr(CudaCopyEngine, "enqueue", first_group_then_raise)
+        monkeypatch.setattr(CudaCopyEngine, "enqueue", first_step_then_raise)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
