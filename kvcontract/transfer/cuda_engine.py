@@ -20,12 +20,12 @@ from typing_extensions import override
 
 from kvcontract.contracts import TransferResult
 from kvcontract.transfer.engine import CopyEngine, Direction
-from kvcontract.transfer.host_buffer import HostBuffer
+from kvcontract.transfer.device_view import device_alias
 from kvcontract.transfer.layout import KVCacheLayout
 from kvcontract.transfer.mapping import BlockMapping
 from kvcontract.transfer.staged_copy import PreparedJob, StagedCopier
 
-__all__ = ["CudaCopyEngine", "device_alias"]
+__all__ = ["CudaCopyEngine"]
 
 _log = logging.getLogger(__name__)
 
@@ -119,51 +119,3 @@ class CudaCopyEngine(CopyEngine):
     def enqueue(self, direction: Direction, job: PreparedJob) -> None:
         """Queue the copies of a prepared job on the current stream (the direction's stream)."""
         self._copier.copy(direction, job)
-
-
-def device_alias(rows: torch.Tensor, device: torch.device) -> torch.Tensor | None:
-    """``rows`` (pinned host memory) as a tensor on ``device`` sharing its memory, or ``None``.
-
-    First checked on a scratch buffer pinned the same way: a kernel writes a pattern
-    through the device view and the host must read it back. The engine's blocks are
-    never touched by the check.
-    """
-    if not rows.is_pinned():
-        return None
-    scratch = HostBuffer(1, 16, pin=True)
-    try:
-        probe = _on_device(scratch.tensor, device) if scratch.pinned else None
-        if probe is None:
-            return None
-        pattern = torch.arange(1, 17, dtype=torch.uint8, device=device).view(1, 16)
-        probe.index_copy_(0, torch.zeros(1, dtype=torch.int64, device=device), pattern)
-        torch.cuda.synchronize(device)
-        if not torch.equal(scratch.tensor, pattern.cpu()):
-            return None
-        return _on_device(rows, device)
-    except (RuntimeError, TypeError, ValueError) as error:
-        _log.info("host memory not addressable from %s (%s); copying with memcpy", device, error)
-        return None
-    finally:
-        scratch.close()
-
-
-def _on_device(host: torch.Tensor, device: torch.device) -> torch.Tensor | None:
-    """A ``device`` tensor over the (pinned, contiguous) memory of ``host``, if torch makes one."""
-    flat = torch.as_tensor(_CudaArray(host.data_ptr(), host.numel()))
-    if flat.device != device or flat.data_ptr() != host.data_ptr():
-        return None
-    return flat.view(host.shape)
-
-
-class _CudaArray:
-    """Device-addressable memory described by the CUDA array interface, for ``torch.as_tensor``."""
-
-    def __init__(self, pointer: int, nbytes: int) -> None:
-        self.__cuda_array_interface__ = {
-            "shape": (nbytes,),
-            "typestr": "|u1",
-            "data": (pointer, False),
-            "strides": None,
-            "version": 2,
-        }

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from kvcontract.transfer.device_view import on_device
 from kvcontract.transfer.engine import Direction
 from kvcontract.transfer.layout import KVCacheGroup, KVCacheLayout
 from kvcontract.transfer.mapping import BlockMapping
@@ -34,29 +35,38 @@ __all__ = ["STAGING_BYTES", "PreparedJob", "PreparedStep", "StagedCopier"]
 STAGING_BYTES = 64 << 20
 """Device staging memory per step of a job; larger jobs go through it in several steps."""
 
-_WORD_TYPES = (torch.int64, torch.int32, torch.int16, torch.uint8)
+_WORD_TYPES = (torch.complex128, torch.int64, torch.int32, torch.int16, torch.uint8)
 
 
 @dataclass(frozen=True)
 class PreparedStep:
-    """Up to a staging buffer's worth of one group's block pairs: columns ``begin:end``."""
+    """Up to a staging buffer's worth of one group's blocks, with every view its copies use."""
 
     group: int
-    begin: int
-    end: int
+    gpu_ids: torch.Tensor
+    """The GPU block ids, on the device."""
+    host_ids: torch.Tensor
+    """The host rows, on the device."""
     host_rows: npt.NDArray[np.int64]
-    """The step's host rows, for planning memcpy runs."""
+    """The host rows on the host, for planning memcpy runs."""
+    staging: torch.Tensor
+    """``(n, words)``: one row per block, laid out like its host row."""
+    planes: tuple[tuple[torch.Tensor, torch.Tensor], ...]
+    """Per KV tensor: its block rows as words, and its columns of ``staging``."""
 
 
 @dataclass(frozen=True)
 class PreparedJob:
-    """A job ready to queue; keep it until the job is done, as the copies read ``pairs``.
+    """A job ready to queue; keep it until the job is done, as its copies read ``ids``.
 
-    ``pairs`` is ``(2, n)`` on the host (pinned for a CUDA device): every GPU block id of
-    the job, group after group, over the host row it pairs with.
+    ``ids`` holds, on the host (pinned for a CUDA device), every GPU block id of the job,
+    group after group, over the host row each pairs with; ``source`` is what the first
+    copy reads them from (``ids`` itself, or a device view of it), into ``device_ids``.
     """
 
-    pairs: torch.Tensor
+    ids: torch.Tensor
+    source: torch.Tensor
+    device_ids: torch.Tensor
     steps: tuple[PreparedStep, ...]
 
 
@@ -124,79 +134,93 @@ class StagedCopier:
         return self._zero_copy
 
     def prepare(self, mapping: BlockMapping) -> PreparedJob:
-        """The host-side work of a job: its block pairs as one index tensor, split into steps."""
+        """The job's work that needs no stream: index tensors, staging, every view.
+
+        With a device view of host memory the ids are 32-bit and the first kernel reads
+        them from pinned memory as it widens them: a kernel starts sooner than a copy.
+        """
         groups = mapping.groups
-        pairs = torch.as_tensor(
-            np.stack(
-                (
-                    np.concatenate([g.gpu_ids for g in groups] or [np.zeros(0, np.int64)]),
-                    np.concatenate([g.host_rows for g in groups] or [np.zeros(0, np.int64)]),
-                )
+        empty = [np.zeros(0, np.int64)]
+        pairs = np.stack(
+            (
+                np.concatenate([g.gpu_ids for g in groups] or empty),
+                np.concatenate([g.host_rows for g in groups] or empty),
             )
         )
-        if self._device.type == "cuda" and pairs.numel():
-            pairs = pairs.pin_memory()
+        narrow = self._zero_copy and pairs.size > 0 and int(pairs.max()) < 2**31
+        ids = torch.as_tensor(pairs.astype(np.int32) if narrow else pairs)
+        source = ids
+        if self._device.type == "cuda" and pairs.size:
+            ids = source = ids.pin_memory()
+            view = on_device(ids, self._device) if narrow else None
+            if view is not None:
+                source = view
+        device_ids = torch.empty(ids.shape, dtype=torch.int64, device=self._device)
+        sizes = [max(1, STAGING_BYTES // self._groups[g.group].width) for g in groups]
+        widths = [self._groups[g.group].width for g in groups]
+        most = max(
+            (min(size, g.gpu_ids.size) * w for size, g, w in zip(sizes, groups, widths)), default=0
+        )
+        raw = torch.empty(most, dtype=torch.uint8, device=self._device)
         steps: list[PreparedStep] = []
         first = 0
-        for group in groups:
-            size = max(1, STAGING_BYTES // self._groups[group.group].width)
+        for size, group in zip(sizes, groups):
+            words = self._groups[group.group]
             for begin in range(0, group.gpu_ids.size, size):
                 rows = group.host_rows[begin : begin + size]
+                at = first + begin
+                staging = raw[: rows.size * words.width].view(words.dtype).view(rows.size, -1)
                 steps.append(
-                    PreparedStep(group.group, first + begin, first + begin + rows.size, rows)
+                    PreparedStep(
+                        group.group,
+                        device_ids[0, at : at + rows.size],
+                        device_ids[1, at : at + rows.size],
+                        rows,
+                        staging,
+                        tuple((p, staging[:, w : w + n]) for p, w, n in words.planes),
+                    )
                 )
             first += group.gpu_ids.size
-        return PreparedJob(pairs, tuple(steps))
+        return PreparedJob(ids, source, device_ids, tuple(steps))
 
     def copy(self, direction: Direction, job: PreparedJob) -> None:
         """Queue the copies of a prepared job on the current stream."""
         if not job.steps:
             return
-        pairs = job.pairs.to(self._device, non_blocking=True)
+        job.device_ids.copy_(job.source, non_blocking=True)
         for step in job.steps:
-            ids = pairs[:, step.begin : step.end]
-            words = self._groups[step.group]
+            host = self._groups[step.group].host
             if direction is Direction.STORE:
-                self._store(words, ids, step.host_rows)
+                self._store(step, host)
             else:
-                self._load(words, ids, step.host_rows)
+                self._load(step, host)
 
-    def _store(
-        self, words: _GroupWords, ids: torch.Tensor, rows: npt.NDArray[np.int64]
-    ) -> None:
-        staging = self._staging(words, ids.shape[1])
-        for blocks, at, count in words.planes:
-            cols = staging[:, at : at + count]
+    def _store(self, step: PreparedStep, host: torch.Tensor | None) -> None:
+        for blocks, cols in step.planes:
             if cols.is_contiguous():
-                torch.index_select(blocks, 0, ids[0], out=cols)
+                torch.index_select(blocks, 0, step.gpu_ids, out=cols)
             else:
-                cols.copy_(torch.index_select(blocks, 0, ids[0]))
-        if words.host is not None:
-            words.host.index_copy_(0, ids[1], staging)
+                cols.copy_(torch.index_select(blocks, 0, step.gpu_ids))
+        if host is not None:
+            host.index_copy_(0, step.host_ids, step.staging)
             return
-        staged = staging.view(torch.uint8)
-        for row, at, count in self._runs(rows, words.width):
-            self._rows[row : row + count, : words.width].copy_(
-                staged[at : at + count], non_blocking=True
-            )
+        staged = step.staging.view(torch.uint8)
+        width = staged.shape[1]
+        for row, at, count in self._runs(step.host_rows, width):
+            self._rows[row : row + count, :width].copy_(staged[at : at + count], non_blocking=True)
 
-    def _load(self, words: _GroupWords, ids: torch.Tensor, rows: npt.NDArray[np.int64]) -> None:
-        staging = self._staging(words, ids.shape[1])
-        if words.host is not None:
-            torch.index_select(words.host, 0, ids[1], out=staging)
+    def _load(self, step: PreparedStep, host: torch.Tensor | None) -> None:
+        if host is not None:
+            torch.index_select(host, 0, step.host_ids, out=step.staging)
         else:
-            staged = staging.view(torch.uint8)
-            for row, at, count in self._runs(rows, words.width):
+            staged = step.staging.view(torch.uint8)
+            width = staged.shape[1]
+            for row, at, count in self._runs(step.host_rows, width):
                 staged[at : at + count].copy_(
-                    self._rows[row : row + count, : words.width], non_blocking=True
+                    self._rows[row : row + count, :width], non_blocking=True
                 )
-        for blocks, at, count in words.planes:
-            blocks.index_copy_(0, ids[0], staging[:, at : at + count])
-
-    def _staging(self, words: _GroupWords, count: int) -> torch.Tensor:
-        return torch.empty(
-            (count, words.width // words.dtype.itemsize), dtype=words.dtype, device=self._device
-        )
+        for blocks, cols in step.planes:
+            blocks.index_copy_(0, step.gpu_ids, cols)
 
     def _runs(
         self, host_rows: npt.NDArray[np.int64], width: int

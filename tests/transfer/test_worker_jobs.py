@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -150,7 +151,7 @@ def inject_failure(monkeypatch: pytest.MonkeyPatch, backend: Backend) -> None:
         def first_step_then_raise(
             self: CudaCopyEngine, direction: Direction, job: PreparedJob
         ) -> None:
-            enqueue(self, direction, PreparedJob(job.pairs, job.steps[:1]))
+            enqueue(self, direction, dataclasses.replace(job, steps=job.steps[:1]))
             raise RuntimeError("injected copy failure")
 
         monkeypatch.setattr(CudaCopyEngine, "enqueue", first_step_then_raise)
