@@ -4,7 +4,8 @@ Each direction has its own stream, which first waits for the stream that was cur
 submission, so a store never reads a block before the model wrote it. Events around
 each job tell when it is done and how long it took on its stream. The copies themselves
 follow :mod:`kvcontract.transfer.staged_copy`; the zero-copy way is used when the host
-buffer is pinned and a kernel on the device is seen to reach pinned host memory.
+buffer is pinned and a kernel on the device is seen to reach pinned host memory, and
+then small jobs replay CUDA graphs (:mod:`kvcontract.transfer.graphed_copy`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing_extensions import override
 
 from kvcontract.contracts import TransferResult
 from kvcontract.transfer.engine import CopyEngine, Direction
+from kvcontract.transfer.graphed_copy import GraphedCopier, GraphedJob
 from kvcontract.transfer.device_view import device_alias
 from kvcontract.transfer.layout import KVCacheLayout
 from kvcontract.transfer.mapping import BlockMapping
@@ -37,7 +39,7 @@ class _Job:
     end: torch.Event
     nbytes: int
     success: bool
-    prepared: PreparedJob | None
+    prepared: PreparedJob | GraphedJob | None
     """Held until the job is reported, as its copies read the prepared block ids."""
 
 
@@ -57,6 +59,7 @@ class CudaCopyEngine(CopyEngine):
                 "cuda_zero_copy=None to fall back to memcpy"
             )
         self._copier = StagedCopier(layout, rows, view)
+        self._graphs = GraphedCopier(self._copier) if view is not None else None
         self._streams = {direction: torch.Stream(self._device) for direction in Direction}
         self._jobs: dict[Direction, deque[_Job]] = {direction: deque() for direction in Direction}
         self._lock = threading.Lock()
@@ -72,14 +75,18 @@ class CudaCopyEngine(CopyEngine):
         start = torch.Event(self._device, enable_timing=True)
         end = torch.Event(self._device, enable_timing=True)
         compute = torch.accelerator.current_stream(self._device)
-        prepared: PreparedJob | None = None
+        prepared: PreparedJob | GraphedJob | None = None
         success = True
         with stream:
             stream.wait_stream(compute)
             try:
-                prepared = self._copier.prepare(mapping)
+                graphed = self._graphs.prepare(direction, mapping) if self._graphs else None
+                prepared = graphed or self._copier.prepare(mapping)
                 start.record(stream)
-                self.enqueue(direction, prepared)
+                if isinstance(prepared, GraphedJob):
+                    prepared.replay()
+                else:
+                    self.enqueue(direction, prepared)
             except Exception:
                 _log.exception("%s job %d failed", direction.value, job_id)
                 success = False

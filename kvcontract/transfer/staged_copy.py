@@ -30,7 +30,7 @@ from kvcontract.transfer.engine import Direction
 from kvcontract.transfer.layout import KVCacheGroup, KVCacheLayout
 from kvcontract.transfer.mapping import BlockMapping
 
-__all__ = ["STAGING_BYTES", "PreparedJob", "PreparedStep", "StagedCopier"]
+__all__ = ["STAGING_BYTES", "PreparedJob", "PreparedStep", "StagedCopier", "block_pairs"]
 
 STAGING_BYTES = 64 << 20
 """Device staging memory per step of a job; larger jobs go through it in several steps."""
@@ -102,6 +102,17 @@ class _GroupWords:
         raise AssertionError("uint8 words always fit")
 
 
+def block_pairs(mapping: BlockMapping) -> npt.NDArray[np.int64]:
+    """``(2, n)``: every GPU block id of ``mapping``, group after group, over its host row."""
+    empty = [np.zeros(0, np.int64)]
+    return np.stack(
+        (
+            np.concatenate([g.gpu_ids for g in mapping.groups] or empty),
+            np.concatenate([g.host_rows for g in mapping.groups] or empty),
+        )
+    )
+
+
 class StagedCopier:
     """Copies jobs between the KV tensors of ``layout`` and ``host_rows`` through device staging.
 
@@ -117,6 +128,8 @@ class StagedCopier:
         self._rows = host_rows
         self._zero_copy = host_view is not None
         self._groups = tuple(_GroupWords.of(group, host_view) for group in layout.groups)
+        largest = max([host_rows.shape[0], *(group.num_blocks for group in layout.groups)])
+        self._narrow = self._zero_copy and largest < 2**31
 
     @property
     def layout(self) -> KVCacheLayout:
@@ -133,6 +146,10 @@ class StagedCopier:
         """Whether kernels write and read host rows directly."""
         return self._zero_copy
 
+    def group_bytes(self, group: int) -> int:
+        """Bytes of one block of KV-cache group ``group`` (its part of a host row)."""
+        return self._groups[group].width
+
     def prepare(self, mapping: BlockMapping) -> PreparedJob:
         """The job's work that needs no stream: index tensors, staging, every view.
 
@@ -140,14 +157,8 @@ class StagedCopier:
         them from pinned memory as it widens them: a kernel starts sooner than a copy.
         """
         groups = mapping.groups
-        empty = [np.zeros(0, np.int64)]
-        pairs = np.stack(
-            (
-                np.concatenate([g.gpu_ids for g in groups] or empty),
-                np.concatenate([g.host_rows for g in groups] or empty),
-            )
-        )
-        narrow = self._zero_copy and pairs.size > 0 and int(pairs.max()) < 2**31
+        pairs = block_pairs(mapping)
+        narrow = self._narrow and pairs.size > 0
         ids = torch.as_tensor(pairs.astype(np.int32) if narrow else pairs)
         source = ids
         if self._device.type == "cuda" and pairs.size:

@@ -13,6 +13,7 @@ import torch
 
 from kvcontract import BlockIdsSpec, ContractViolation, GPULoadStoreSpec, LoadStoreSpec
 from kvcontract.transfer import TorchOffloadingWorker
+from kvcontract.transfer import graphed_copy
 from kvcontract.transfer.cuda_engine import CudaCopyEngine
 from kvcontract.transfer.engine import Direction
 from kvcontract.transfer.staged_copy import PreparedJob
@@ -135,7 +136,7 @@ def test_after_shutdown_jobs_are_finished_and_new_ones_refused(
 
 
 def inject_failure(monkeypatch: pytest.MonkeyPatch, backend: Backend) -> None:
-    """Make every copy write part of its blocks, then raise."""
+    """Make every copy write part of its blocks, then raise (on CUDA: every eager copy)."""
     if backend.device == "cpu":
         copy = ThreadCopyEngine.copy_pages
 
@@ -146,6 +147,7 @@ def inject_failure(monkeypatch: pytest.MonkeyPatch, backend: Backend) -> None:
 
         monkeypatch.setattr(ThreadCopyEngine, "copy_pages", half_then_raise)
     else:
+        monkeypatch.setattr(graphed_copy, "GRAPH_MAX_BYTES", 0)
         enqueue = CudaCopyEngine.enqueue
 
         def first_step_then_raise(
