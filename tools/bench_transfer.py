@@ -281,8 +281,9 @@ def main(argv: Sequence[str]) -> int:
         )
     )
     console.print(
-        f"copy path: {copy_path}; host buffer pinned: {pinned}; torch CPU threads: {args.threads}; jobs over "
-        f"{max_job / MIB:.0f} MiB skipped; {time.perf_counter() - started:.1f} s"
+        f"copy path: {copy_path}; host buffer pinned: {pinned}; torch CPU threads: "
+        f"{args.threads}; jobs over {max_job / MIB:.0f} MiB skipped; "
+        f"{time.perf_counter() - started:.1f} s"
     )
     for line in _targets(cells, device.type == "cuda"):
         console.print(line)

@@ -7,6 +7,7 @@ so editors see the same rules. Exits 1 if any step fails, printing each step's v
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -32,9 +33,15 @@ class StepResult:
 
 
 def run(command: list[str]) -> tuple[int, str]:
-    """Run ``command`` in the repository root; return its exit code and combined output."""
+    """Run ``command`` in the repository root; return its exit code and combined output.
+
+    The gate's own interpreter comes first on ``PATH``: pyright finds the environment to
+    check through the ``python`` it sees there, which must be this one.
+    """
+    path = os.pathsep.join((os.path.dirname(sys.executable), os.environ.get("PATH", "")))
     completed = subprocess.run(
-        command, cwd=ROOT, capture_output=True, text=True, check=False
+        command, cwd=ROOT, capture_output=True, text=True, check=False,
+        env={**os.environ, "PATH": path},
     )
     return completed.returncode, completed.stdout + completed.stderr
 
