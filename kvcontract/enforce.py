@@ -16,7 +16,17 @@ import weakref
 from collections import abc
 from collections.abc import Callable, Iterator, KeysView, Mapping, Set, ValuesView
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar, Union, cast, get_args, get_origin, get_type_hints
+from typing import (
+    Any,
+    ClassVar,
+    ParamSpec,
+    TypeVar,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from beartype import BeartypeConf, beartype
 from beartype.roar import BeartypeCallHintParamViolation, BeartypeCallHintReturnViolation
@@ -30,9 +40,12 @@ __all__ = [
     "checks_enabled",
     "configure",
     "enforce_class",
+    "unchecked",
 ]
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 ENV_VAR = "KVCONTRACT_CHECKS"
 """Environment variable read at import: ``off`` disables the call checks, ``on`` (default) enables them."""
@@ -125,6 +138,21 @@ def checked(obj: _T, contract: type[object]) -> _T:
         return obj
     proxy = _proxy_type(contract)(obj)
     return cast(_T, proxy)  # the proxy forwards every attribute to obj, so it stands for obj
+
+
+def unchecked(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``method``, a bound contract method, without its call checks; anything else as it is.
+
+    For a caller whose calls the strict type-check gate already proves, on a hot path:
+    kvcontract's managers calling their own policy. The calls an engine makes into a
+    manager stay checked.
+    """
+    original = getattr(getattr(method, "__func__", None), _ORIGINAL_ATTRIBUTE, None)
+    owner = getattr(method, "__self__", None)
+    if original is None or owner is None:
+        return method
+    # the original is the function the checked wrapper was built from: same signature
+    return cast(Callable[_P, _R], types.MethodType(original, owner))
 
 
 def _is_contract(cls: type) -> bool:

@@ -24,6 +24,21 @@ class CachePolicy(Contract, Protocol):
     def insert(self, key: OffloadKey, block: BlockStatus) -> None:
         """Add a new block as the most recently used."""
 
+    def insert_many(self, keys: Sequence[OffloadKey], blocks: Sequence[BlockStatus]) -> None:
+        """Insert ``keys[i]`` with ``blocks[i]``, in order, as that many ``insert`` calls would.
+
+        One call for a request's new blocks: managers use it on their hot path. The
+        built-in policies check the whole batch first and change nothing when they raise;
+        this default calls ``insert`` for each pair.
+        """
+        if len(keys) != len(blocks):
+            raise ValueError(
+                f"{type(self).__name__}.insert_many: {len(keys)} keys but {len(blocks)} "
+                "blocks; pass one block per key"
+            )
+        for key, block in zip(keys, blocks):
+            self.insert(key, block)
+
     @abstractmethod
     def remove(self, key: OffloadKey) -> None:
         """Drop ``key`` (no effect if absent)."""

@@ -2,8 +2,10 @@
 
 The manager owns the block table (key to ``BlockStatus``) and the reference counts; the
 policy holds the same ``BlockStatus`` objects and only decides the order of eviction. So
-per block the manager crosses into the policy once (``insert``); lookups, pins and
-completions are the manager's own, and ``touch`` and ``evict`` cross once per request.
+the manager crosses into the policy once per request (``insert_many``, ``touch``,
+``evict``); lookups, pins and completions are the manager's own. Those three calls skip
+the runtime contract checks (:func:`kvcontract.enforce.unchecked`): the strict gate
+proves what the manager passes, and the manager checks ``evict``'s victims itself.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from kvcontract.contracts import (
     PrepareStoreOutput,
     ReqContext,
 )
+from kvcontract.enforce import unchecked
 from kvcontract.policies import get_policy
 
 __all__ = ["CPUOffloadingManager"]
@@ -63,6 +66,9 @@ class CPUOffloadingManager(OffloadingManager):
             )
         self._capacity = capacity
         self._policy = policy
+        self._policy_touch = unchecked(policy.touch)
+        self._policy_evict = unchecked(policy.evict)
+        self._policy_insert_many = unchecked(policy.insert_many)
         self._blocks: dict[OffloadKey, BlockStatus] = {}
         self._spare: list[BlockStatus] = []
         self._never_used = 0
@@ -111,7 +117,7 @@ class CPUOffloadingManager(OffloadingManager):
 
     @override
     def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> None:
-        self._policy.touch(keys)
+        self._policy_touch(keys)
 
     @override
     def complete_load(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
@@ -136,7 +142,7 @@ class CPUOffloadingManager(OffloadingManager):
         evicted_keys: list[OffloadKey] = []
         if shortfall > 0:
             protected = frozenset(keys)
-            victims = self._policy.evict(shortfall, protected) if len(new) <= self._capacity else None
+            victims = self._policy_evict(shortfall, protected) if len(new) <= self._capacity else None
             if victims is None:
                 self._failed_stores += len(new)
                 return None
@@ -145,10 +151,9 @@ class CPUOffloadingManager(OffloadingManager):
                 self._events.append(OffloadingEvent(evicted_keys, MEDIUM, removed=True))
         fresh = self._allocate(len(new))
         blocks.update(zip(new, fresh))
-        insert = self._policy.insert
-        for key, block in zip(new, fresh):
+        for block in fresh:
             block.ref_cnt = -1
-            insert(key, block)
+        self._policy_insert_many(new, fresh)
         return PrepareStoreOutput(new, BlockIdsSpec(list(map(_BLOCK_ID, fresh))), evicted_keys)
 
     @override

@@ -16,7 +16,7 @@ from itertools import islice, repeat
 
 from typing_extensions import override
 
-from kvcontract.contracts import BlockStatus, OffloadKey
+from kvcontract.contracts import OffloadKey
 from kvcontract.policies.base import PolicyBase
 
 __all__ = ["ARCPolicy"]
@@ -65,11 +65,8 @@ class ARCPolicy(PolicyBase):
                 self._unpark_if_ready(key)
 
     @override
-    def insert(self, key: OffloadKey, block: BlockStatus) -> None:
-        blocks = self._blocks
-        if key in blocks or len(blocks) >= self._capacity:
-            self._refuse_insert(key)
-        blocks[key] = block
+    def _place(self, key: OffloadKey) -> None:
+        """Put new ``key`` in T1, or in T2 when a ghost list remembers it (moving the target)."""
         b1, b2 = self._b1, self._b2
         if key in b1:
             self._target_t1 = min(

@@ -25,8 +25,7 @@ __all__ = ["PolicyBase"]
 class PolicyBase(CachePolicy):
     """Holds the blocks and parks those found non-evictable; subclasses order the rest.
 
-    Subclasses implement ``insert`` (checking with ``_refuse_insert``, adding to
-    ``_blocks`` and to their order), ``touch``, and the order hooks (``_unlink``,
+    Subclasses implement ``touch`` and the order hooks (``_place``, ``_unlink``,
     ``_relink``, ``_forget``, ``_select``, ``_clear_order``). ``evict`` is atomic:
     ``None`` leaves the set of blocks and their statuses as they were.
     """
@@ -49,6 +48,21 @@ class PolicyBase(CachePolicy):
     @override
     def get(self, key: OffloadKey) -> BlockStatus | None:
         return self._blocks.get(key)
+
+    @override
+    def insert(self, key: OffloadKey, block: BlockStatus) -> None:
+        blocks = self._blocks
+        if key in blocks or len(blocks) >= self._capacity:
+            self._refuse_insert(key)
+        blocks[key] = block
+        self._place(key)
+
+    @override
+    def insert_many(self, keys: Sequence[OffloadKey], blocks: Sequence[BlockStatus]) -> None:
+        self._admit(keys, blocks)
+        place = self._place
+        for key in keys:
+            place(key)
 
     @override
     def remove(self, key: OffloadKey) -> None:
@@ -128,6 +142,26 @@ class PolicyBase(CachePolicy):
             f"{type(self).__name__}.insert: full ({self._capacity} blocks); evict before inserting"
         )
 
+    def _admit(self, keys: Sequence[OffloadKey], blocks: Sequence[BlockStatus]) -> None:
+        """Add a batch of ``insert_many`` to the block table, or raise having changed nothing."""
+        held = self._blocks
+        before = len(held)
+        if len(keys) != len(blocks):
+            raise ValueError(
+                f"{type(self).__name__}.insert_many: {len(keys)} keys but {len(blocks)} "
+                "blocks; pass one block per key"
+            )
+        if before + len(keys) > self._capacity or not held.keys().isdisjoint(keys):
+            self._refuse_insert(next((key for key in keys if key in held), keys[0]))
+        held.update(zip(keys, blocks))
+        if len(held) != before + len(keys):
+            for key in keys:
+                held.pop(key, None)
+            raise ValueError(
+                f"{type(self).__name__}.insert_many: a key appears twice in the batch; "
+                "pass distinct keys"
+            )
+
     def _park_all(self, keys: Sequence[OffloadKey]) -> None:
         """Take ``keys``, found non-evictable in the order, out of it."""
         for key in keys:
@@ -149,6 +183,10 @@ class PolicyBase(CachePolicy):
                 self._relink(key)
             else:
                 parked[key] = None
+
+    @abstractmethod
+    def _place(self, key: OffloadKey) -> None:
+        """Put ``key``, just inserted (its block already in ``_blocks``), in the order."""
 
     @abstractmethod
     def _unlink(self, key: OffloadKey) -> None:

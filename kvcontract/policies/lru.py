@@ -39,12 +39,13 @@ class LRUPolicy(PolicyBase):
                 self._unpark_if_ready(key)
 
     @override
-    def insert(self, key: OffloadKey, block: BlockStatus) -> None:
-        blocks = self._blocks
-        if key in blocks or len(blocks) >= self._capacity:
-            self._refuse_insert(key)
-        blocks[key] = block
+    def _place(self, key: OffloadKey) -> None:
         self._order[key] = None
+
+    @override
+    def insert_many(self, keys: Sequence[OffloadKey], blocks: Sequence[BlockStatus]) -> None:
+        self._admit(keys, blocks)
+        self._order.update(dict.fromkeys(keys))
 
     @override
     def _unlink(self, key: OffloadKey) -> None:

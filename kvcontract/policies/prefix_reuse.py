@@ -22,7 +22,7 @@ from itertools import islice, repeat
 
 from typing_extensions import override
 
-from kvcontract.contracts import BlockStatus, OffloadKey
+from kvcontract.contracts import OffloadKey
 from kvcontract.policies.base import PolicyBase
 
 __all__ = ["PrefixReusePolicy"]
@@ -120,11 +120,8 @@ class PrefixReusePolicy(PolicyBase):
             self._bonus = [f * mean for f in self._factors]
 
     @override
-    def insert(self, key: OffloadKey, block: BlockStatus) -> None:
-        blocks = self._blocks
-        if key in blocks or len(blocks) >= self._capacity:
-            self._refuse_insert(key)
-        blocks[key] = block
+    def _place(self, key: OffloadKey) -> None:
+        """File new ``key`` under the class and last use the history remembers, or as never used."""
         past = self._recent.pop(key, None)
         if past is None:
             past = self._older.get(key)

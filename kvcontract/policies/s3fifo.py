@@ -15,7 +15,7 @@ from itertools import islice
 
 from typing_extensions import override
 
-from kvcontract.contracts import BlockStatus, OffloadKey
+from kvcontract.contracts import OffloadKey
 from kvcontract.policies.base import PolicyBase
 
 __all__ = ["S3FIFOPolicy"]
@@ -62,11 +62,8 @@ class S3FIFOPolicy(PolicyBase):
                 self._unpark_if_ready(key)
 
     @override
-    def insert(self, key: OffloadKey, block: BlockStatus) -> None:
-        blocks = self._blocks
-        if key in blocks or len(blocks) >= self._capacity:
-            self._refuse_insert(key)
-        blocks[key] = block
+    def _place(self, key: OffloadKey) -> None:
+        """Put new ``key`` in the small queue, or in the main one when the ghost queue remembers it."""
         self._freq[key] = 0
         ghost = self._ghost
         if key in ghost:

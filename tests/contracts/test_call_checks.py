@@ -19,7 +19,7 @@ from kvcontract import (
     OffloadKey,
     ReqContext,
 )
-from kvcontract.enforce import checked, checks_enabled, configure
+from kvcontract.enforce import checked, checks_enabled, configure, unchecked
 from tests.contracts.conftest import RecordingManager
 
 
@@ -253,3 +253,17 @@ def test_slotted_dataclass_implementers_are_wrapped_once(ctx: ReqContext, keys: 
     assert wrapped.__wrapped__.__code__.co_filename == __file__
     with pytest.raises(ContractViolation, match="called on .*Slotted.touch"):
         Slotted().touch(set(keys), ctx)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+
+
+def test_unchecked_calls_the_original_and_leaves_other_callables_alone(
+    manager: RecordingManager, ctx: ReqContext, keys: list[OffloadKey]
+) -> None:
+    touch = unchecked(manager.touch)
+    touch(set(keys), ctx)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    assert manager.calls[-1] == f"touch:{len(keys)}"
+    assert getattr(touch, "__func__") is RecordingManager.__dict__["touch"].__wrapped__
+    with pytest.raises(ContractViolation):
+        manager.touch(set(keys), ctx)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    assert unchecked(len) is len
+    configure(checks=False)
+    assert unchecked(manager.touch) == manager.touch

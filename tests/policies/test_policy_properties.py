@@ -35,6 +35,16 @@ class PolicyMachine(RuleBasedStateMachine):
         self.policy.insert(key(number), block)
         self.model[key(number)] = block
 
+    @rule(numbers=st.lists(NUMBERS, max_size=4, unique=True), in_flight=st.booleans())
+    def insert_many(self, numbers: list[int], in_flight: bool) -> None:
+        new = [k for k in keys(*numbers) if k not in self.model]
+        if len(self.model) + len(new) > CAPACITY:
+            return
+        blocks = [BlockStatus(self.next_id + i, -1 if in_flight else 0) for i in range(len(new))]
+        self.next_id += len(new)
+        self.policy.insert_many(new, blocks)
+        self.model.update(zip(new, blocks))
+
     @rule(number=NUMBERS, change=st.sampled_from(["pin", "unpin", "complete"]), hint=st.booleans())
     def change_reference_count(self, number: int, change: str, hint: bool) -> None:
         block = self.model.get(key(number))
