@@ -27,7 +27,7 @@ def device_alias(rows: torch.Tensor, device: torch.device) -> torch.Tensor | Non
     """
     if not rows.is_pinned():
         return None
-    scratch = HostBuffer(1, 16, pin=True)
+    scratch = HostBuffer(1, 16, pin=True, device=device)
     try:
         probe = on_device(scratch.tensor, device) if scratch.pinned else None
         if probe is None:

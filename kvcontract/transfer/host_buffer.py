@@ -40,7 +40,9 @@ class HostBuffer:
         *,
         pin: bool,
         shared_memory_path: str | None = None,
+        device: torch.device | None = None,
     ) -> None:
+        """``device``: the CUDA device the buffer is pinned for (default: the current one)."""
         if num_blocks < 1:
             raise ValueError(f"num_host_blocks must be at least 1, got {num_blocks}")
         if block_bytes < 1:
@@ -48,12 +50,13 @@ class HostBuffer:
         self._path = shared_memory_path
         nbytes = num_blocks * block_bytes
         region, flat = _mapped(nbytes, shared_memory_path)
-        self._unregister: weakref.finalize[[int], mmap.mmap] | None = None
+        self._unregister: weakref.finalize[[int, int], mmap.mmap] | None = None
         self._pinned = False
         if pin:
             failures: list[str] = []
-            if _register(flat, failures):
-                self._unregister = weakref.finalize(region, _unregister, flat.data_ptr())
+            index = _register(flat, device, failures)
+            if index is not None:
+                self._unregister = weakref.finalize(region, _unregister, flat.data_ptr(), index)
                 self._unregister.atexit = False  # the process's end releases pinned pages
                 self._pinned = True
             if not self._pinned and shared_memory_path is None:
@@ -117,30 +120,37 @@ def _mapped(nbytes: int, path: str | None) -> tuple[mmap.mmap, torch.Tensor]:
     return region, torch.frombuffer(region, dtype=torch.uint8)
 
 
-def _register(flat: torch.Tensor, failures: list[str]) -> bool:
-    """Page-lock ``flat`` in place with ``cudaHostRegister``; on failure say why in ``failures``."""
+def _register(flat: torch.Tensor, device: torch.device | None, failures: list[str]) -> int | None:
+    """Page-lock ``flat`` in place with ``cudaHostRegister`` for ``device``; its index, or
+    ``None`` having said why in ``failures``."""
     try:
-        _on_helper_thread(lambda: _cudart().cudaHostRegister(flat.data_ptr(), flat.numel(), 0))
+        index = device.index if device is not None else None
+        if index is None:
+            index = torch.cuda.current_device()
+        register = _cudart().cudaHostRegister
+        _on_helper_thread(lambda: register(flat.data_ptr(), flat.numel(), 0), index)
     except (RuntimeError, AssertionError) as error:
         failures.append(f"cudaHostRegister: {error}")
-        return False
-    return True
+        return None
+    return index
 
 
-def _unregister(pointer: int) -> None:
+def _unregister(pointer: int, device: int) -> None:
     """End the registration at ``pointer``; a refusal (the mapping already gone) changes nothing."""
     try:
-        _on_helper_thread(lambda: _cudart().cudaHostUnregister(pointer))
+        _on_helper_thread(lambda: _cudart().cudaHostUnregister(pointer), device)
     except RuntimeError:
         pass  # the mapping may already be gone; nothing is pinned in vain either way
 
 
-def _on_helper_thread(call: Callable[[], int]) -> None:
-    """Run a CUDA runtime ``call`` on its own thread, raising its error here if it fails."""
+def _on_helper_thread(call: Callable[[], int], device: int) -> None:
+    """Run a CUDA runtime ``call`` on its own thread with ``device`` current (so that no
+    context is made on another device), raising its error here if it fails."""
     outcome: list[Exception | None] = []
 
     def run() -> None:
         try:
+            torch.cuda.set_device(device)
             torch.cuda.check_error(call())
         except Exception as error:  # handed to the calling thread below
             outcome.append(error)

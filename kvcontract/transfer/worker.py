@@ -68,6 +68,7 @@ class TorchOffloadingWorker(OffloadingWorker):
             self._layout.bytes_per_offload_block,
             pin=on_cuda if pin_memory is None else pin_memory,
             shared_memory_path=shared_memory_path,
+            device=self._layout.device if on_cuda else None,
         )
         self._engine: CopyEngine = (
             CudaCopyEngine(self._layout, self._host.tensor, zero_copy=cuda_zero_copy)
