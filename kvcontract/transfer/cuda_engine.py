@@ -20,9 +20,9 @@ import torch
 from typing_extensions import override
 
 from kvcontract.contracts import TransferResult
+from kvcontract.transfer.device_view import device_alias
 from kvcontract.transfer.engine import CopyEngine, Direction
 from kvcontract.transfer.graphed_copy import GraphedCopier, GraphedJob
-from kvcontract.transfer.device_view import device_alias
 from kvcontract.transfer.layout import KVCacheLayout
 from kvcontract.transfer.mapping import BlockMapping
 from kvcontract.transfer.staged_copy import PreparedJob, StagedCopier
@@ -81,7 +81,7 @@ class CudaCopyEngine(CopyEngine):
             stream.wait_stream(compute)
             try:
                 graphed = self._graphs.prepare(direction, mapping) if self._graphs else None
-                prepared = graphed or self._copier.prepare(mapping)
+                prepared = graphed if graphed is not None else self._copier.prepare(mapping)
                 start.record(stream)
                 if isinstance(prepared, GraphedJob):
                     prepared.replay()
