@@ -72,7 +72,7 @@ class PreparedJob:
 
 @dataclass(frozen=True)
 class _GroupWords:
-    """One group's tensors seen as the widest words (16 to 1 bytes) they all allow: fewer accesses."""
+    """A group's tensors as the widest words (16 to 1 bytes) they all allow: fewer accesses."""
 
     dtype: torch.dtype
     planes: tuple[tuple[torch.Tensor, int, int], ...]
