@@ -13,6 +13,7 @@ from typing import NamedTuple, Union
 
 from kvcontract.lint.resolve import ClassInfo, FunctionValue, Resolver, Unknown
 from kvcontract.lint.runtime_classes import is_stdlib_module
+from kvcontract.lint.summarize import dotted_name
 from kvcontract.lint.summary import ModuleSummary, Ref
 
 __all__ = ["AnyType", "ClassType", "NoneType", "OpaqueType", "TypeExpr", "UnionType", "is_subtype", "type_of"]
@@ -49,14 +50,11 @@ class OpaqueType(NamedTuple):
 TypeExpr = Union[AnyType, NoneType, ClassType, UnionType, OpaqueType]
 
 def _ref(node: ast.expr, summary: ModuleSummary) -> Ref | None:
-    attrs: list[str] = []
-    while isinstance(node, ast.Attribute):
-        attrs.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
+    dotted = dotted_name(node)
+    if dotted is None:
         return None
-    attrs.reverse()
-    return Ref(node.id, summary.exports.get(node.id, ()), tuple(attrs))
+    name, attrs = dotted
+    return Ref(name, summary.exports.get(name, ()), attrs)
 
 
 def _resolved(resolver: Resolver, summary: ModuleSummary, node: ast.expr) -> ClassInfo | FunctionValue | None:

@@ -37,7 +37,7 @@ from kvcontract.lint.summary import (
     SyntaxProblem,
 )
 
-__all__ = ["absolute_module", "summarize_source", "summary_of_error"]
+__all__ = ["absolute_module", "dotted_name", "summarize_source", "summary_of_error"]
 
 State = dict[str, tuple[int, ...]]
 
@@ -69,12 +69,8 @@ def absolute_module(current: str, is_package: bool, module: str | None, level: i
     return ".".join(parts)
 
 
-def _ref_of(node: ast.expr) -> tuple[str, tuple[str, ...], bool] | None:
-    """Root name, attributes and subscript flag of ``a.b.c`` or ``a.b.c[...]``."""
-    subscripted = False
-    if isinstance(node, ast.Subscript):
-        node = node.value
-        subscripted = True
+def dotted_name(node: ast.expr) -> tuple[str, tuple[str, ...]] | None:
+    """Root name and attributes of ``a.b.c``, or ``None`` for any other expression."""
     attrs: list[str] = []
     while isinstance(node, ast.Attribute):
         attrs.append(node.attr)
@@ -82,7 +78,14 @@ def _ref_of(node: ast.expr) -> tuple[str, tuple[str, ...], bool] | None:
     if not isinstance(node, ast.Name):
         return None
     attrs.reverse()
-    return node.id, tuple(attrs), subscripted
+    return node.id, tuple(attrs)
+
+
+def _ref_of(node: ast.expr) -> tuple[str, tuple[str, ...], bool] | None:
+    """Root name, attributes and subscript flag of ``a.b.c`` or ``a.b.c[...]``."""
+    subscripted = isinstance(node, ast.Subscript)
+    dotted = dotted_name(node.value if isinstance(node, ast.Subscript) else node)
+    return None if dotted is None else (*dotted, subscripted)
 
 
 def _string_list(node: ast.expr) -> list[str] | None:
