@@ -99,7 +99,7 @@ class TorchOffloadingWorker(OffloadingWorker):
 
     @property
     def copy_path(self) -> str:
-        """How blocks are copied: ``cpu-threads-memmove``, ``cuda-zero-copy`` or ``cuda-memcpy``."""
+        """How blocks are copied: ``cpu-threads``, ``cuda-zero-copy`` or ``cuda-memcpy``."""
         return self._engine.name
 
     @override

@@ -17,7 +17,7 @@ from kvcontract.transfer import graphed_copy
 from kvcontract.transfer.cuda_engine import CudaCopyEngine
 from kvcontract.transfer.engine import Direction
 from kvcontract.transfer.staged_copy import PreparedJob
-from kvcontract.transfer.thread_engine import Pages, ThreadCopyEngine
+from kvcontract.transfer.thread_engine import GIL_SLICE_BYTES, Pages, ThreadCopyEngine
 from tests.transfer.model import BACKENDS, Backend, same_bytes
 
 GATE_SECONDS = 30
@@ -133,6 +133,30 @@ def test_after_shutdown_jobs_are_finished_and_new_ones_refused(
     assert not cpu_worker.submit_store(2, GPULoadStoreSpec([4]), BlockIdsSpec([4]))
     assert not cpu_worker.submit_load(3, BlockIdsSpec([4]), GPULoadStoreSpec([4]))
     cpu_worker.shutdown()
+
+
+def test_a_run_longer_than_a_gil_slice_is_copied_whole() -> None:
+    block_bytes = 3 * 4096 + 8
+    num_blocks = 2 * GIL_SLICE_BYTES // block_bytes + 3
+    generator = torch.Generator().manual_seed(3)
+    kv = torch.randint(0, 256, (num_blocks, block_bytes), dtype=torch.uint8, generator=generator)
+    back = torch.zeros_like(kv)
+    storer = TorchOffloadingWorker([kv], num_host_blocks=num_blocks)
+    loader = TorchOffloadingWorker([back], num_host_blocks=num_blocks)
+    try:
+        every = list(range(num_blocks))
+        assert storer.submit_store(1, GPULoadStoreSpec(every), BlockIdsSpec(every))
+        storer.wait([1])
+        assert [r.success for r in storer.get_finished()] == [True]
+        assert torch.equal(storer.host_buffer.view(num_blocks, block_bytes), kv)
+        loader.host_buffer.copy_(storer.host_buffer)
+        assert loader.submit_load(2, BlockIdsSpec(every), GPULoadStoreSpec(every))
+        loader.wait([2])
+        assert [r.success for r in loader.get_finished()] == [True]
+        assert torch.equal(back, kv)
+    finally:
+        storer.shutdown()
+        loader.shutdown()
 
 
 def inject_failure(monkeypatch: pytest.MonkeyPatch, backend: Backend) -> None:
