@@ -1,0 +1,135 @@
+"""CPU copies while another Python thread is busy: job throughput and that thread's pauses.
+
+An engine's scheduler is a Python thread that rarely sleeps. The CPU copy engine shares
+the GIL with it, so what matters is how both fare together: ``python
+tools/bench_copy_contention.py`` runs store jobs of ``--batch`` random blocks of each
+``--pages`` size back to back for ``--seconds``, while a second thread spins in Python
+and records the gaps between its iterations, and prints jobs finished, GB/s, the
+spinning thread's iterations ("spins": its share of the interpreter) and its longest and
+99.9th-percentile gap.
+
+    python tools/bench_copy_contention.py [--pages 16K,256K,2M] [--seconds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from kvcontract import BlockIdsSpec, GPULoadStoreSpec
+from kvcontract.transfer import TorchOffloadingWorker
+
+POOL_BYTES = 256 << 20
+"""Bytes of KV cache (and as many of host buffer) the jobs pick their blocks from."""
+JOB_BYTES = 16 << 20
+"""Bytes per store job unless ``--batch`` says otherwise."""
+_UNITS = {"K": 1 << 10, "M": 1 << 20}
+
+
+@dataclass(frozen=True)
+class Contention:
+    """One page size: jobs finished, their throughput, and the busy thread's gaps."""
+
+    page: int
+    batch: int
+    jobs: int
+    gbps: float
+    spins: int
+    longest_gap_ms: float
+    p999_gap_ms: float
+
+
+def parse_page(text: str) -> int:
+    """Bytes in ``text``: an integer with an optional ``K`` or ``M`` suffix."""
+    unit = _UNITS.get(text[-1:].upper(), 1)
+    digits = text[:-1] if unit > 1 else text
+    if not digits.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a page size such as 16K or 2M")
+    return int(digits) * unit
+
+
+def measure(page: int, batch: int, seconds: float) -> Contention:
+    """Store jobs back to back for ``seconds`` while a second thread spins in Python."""
+    num_blocks = POOL_BYTES // page
+    worker = TorchOffloadingWorker(
+        [torch.ones((num_blocks, page), dtype=torch.uint8)], num_host_blocks=num_blocks
+    )
+    places = random.Random(page)
+    gaps: list[float] = []
+    stop = threading.Event()
+
+    def spin() -> None:
+        last = time.perf_counter()
+        while not stop.is_set():
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    jobs = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        jobs += 1
+        gpu = places.sample(range(num_blocks), batch)
+        host = places.sample(range(num_blocks), batch)
+        worker.submit_store(jobs, GPULoadStoreSpec(gpu), BlockIdsSpec(host))
+        worker.wait([jobs])
+        worker.get_finished()
+    elapsed = time.perf_counter() - start
+    stop.set()
+    spinner.join()
+    worker.shutdown()
+    gaps.sort()
+    return Contention(
+        page,
+        batch,
+        jobs,
+        jobs * batch * page / elapsed / 1e9,
+        len(gaps),
+        gaps[-1] * 1e3,
+        gaps[int(len(gaps) * 0.999)] * 1e3,
+    )
+
+
+def main(argv: Sequence[str]) -> int:
+    """Measure each page size and print one table."""
+    parser = argparse.ArgumentParser(description="CPU store jobs beside a busy Python thread.")
+    parser.add_argument("--pages", default="16K,256K,2M", help="page sizes, e.g. 16K,2M")
+    parser.add_argument(
+        "--batch", type=int, help=f"blocks per job (default: {JOB_BYTES >> 20} MiB a job)"
+    )
+    parser.add_argument("--seconds", type=float, default=2.0, help="how long each page size runs")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    pages = [parse_page(text) for text in args.pages.split(",")]
+    table = Table(title="Store jobs with a busy Python thread beside them")
+    for column in ("page", "batch", "jobs", "GB/s", "spins", "longest gap ms", "p99.9 gap ms"):
+        table.add_column(column, justify="right")
+    for page in pages:
+        batch = args.batch or max(1, JOB_BYTES // page)
+        found = measure(page, batch, args.seconds)
+        table.add_row(
+            f"{page >> 10} KiB",
+            str(found.batch),
+            str(found.jobs),
+            f"{found.gbps:.2f}",
+            f"{found.spins:,}",
+            f"{found.longest_gap_ms:.2f}",
+            f"{found.p999_gap_ms:.3f}",
+        )
+    Console().print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
