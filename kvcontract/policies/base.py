@@ -53,7 +53,7 @@ class PolicyBase(CachePolicy):
     def insert(self, key: OffloadKey, block: BlockStatus) -> None:
         blocks = self._blocks
         if key in blocks or len(blocks) >= self._capacity:
-            self._refuse_insert(key)
+            self._refuse_insert("insert", key)
         blocks[key] = block
         self._place(key)
 
@@ -134,13 +134,12 @@ class PolicyBase(CachePolicy):
         blocks, parked = self._blocks, self._parked
         return linked - sum(1 for key in protected if key in blocks and key not in parked)
 
-    def _refuse_insert(self, key: OffloadKey) -> NoReturn:
-        """Raise the error ``insert`` owes for ``key``: already held, or the policy is full."""
+    def _refuse_insert(self, method: str, key: OffloadKey) -> NoReturn:
+        """Raise the error ``method`` owes for ``key``: already held, or the policy is full."""
+        where = f"{type(self).__name__}.{method}"
         if key in self._blocks:
-            raise ValueError(f"{type(self).__name__}.insert: {key!r} is already held; remove it first")
-        raise ValueError(
-            f"{type(self).__name__}.insert: full ({self._capacity} blocks); evict before inserting"
-        )
+            raise ValueError(f"{where}: {key!r} is already held; remove it first")
+        raise ValueError(f"{where}: full ({self._capacity} blocks); evict before inserting")
 
     def _admit(self, keys: Sequence[OffloadKey], blocks: Sequence[BlockStatus]) -> None:
         """Add a batch of ``insert_many`` to the block table, or raise having changed nothing."""
@@ -152,7 +151,7 @@ class PolicyBase(CachePolicy):
                 "blocks; pass one block per key"
             )
         if before + len(keys) > self._capacity or not held.keys().isdisjoint(keys):
-            self._refuse_insert(next((key for key in keys if key in held), keys[0]))
+            self._refuse_insert("insert_many", next((key for key in keys if key in held), keys[0]))
         held.update(zip(keys, blocks))
         if len(held) != before + len(keys):
             for key in keys:

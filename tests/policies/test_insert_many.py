@@ -52,10 +52,10 @@ def test_a_batch_evicts_like_the_same_inserts_one_by_one(
 @pytest.mark.parametrize(
     ("numbers", "count", "message"),
     [
-        ((2, 1), 2, "already held"),
-        ((2, 3, 4), 3, "full"),
-        ((2, 2), 2, "appears twice"),
-        ((2,), 0, "one block per key"),
+        ((2, 1), 2, r"\.insert_many: .* is already held"),
+        ((2, 3, 4), 3, r"\.insert_many: full"),
+        ((2, 2), 2, r"\.insert_many: a key appears twice"),
+        ((2,), 0, r"\.insert_many: .*one block per key"),
     ],
     ids=["held key", "too many", "repeated key", "lengths differ"],
 )
