@@ -25,14 +25,17 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from bench_transfer import MIB, POOL_BYTES, parse_size
 from kvcontract import BlockIdsSpec, GPULoadStoreSpec
 from kvcontract.transfer import TorchOffloadingWorker
 
-POOL_BYTES = 256 << 20
-"""Bytes of KV cache (and as many of host buffer) the jobs pick their blocks from."""
-JOB_BYTES = 16 << 20
+JOB_BYTES = 16 * MIB
 """Bytes per store job unless ``--batch`` says otherwise."""
-_UNITS = {"K": 1 << 10, "M": 1 << 20}
+
+
+def page_sizes(text: str) -> list[int]:
+    """Comma-separated page sizes such as ``16K,2M``; argparse reports a bad one in one line."""
+    return [parse_size(part) for part in text.split(",")]
 
 
 @dataclass(frozen=True)
@@ -48,17 +51,11 @@ class Contention:
     p999_gap_ms: float
 
 
-def parse_page(text: str) -> int:
-    """Bytes in ``text``: an integer with an optional ``K`` or ``M`` suffix."""
-    unit = _UNITS.get(text[-1:].upper(), 1)
-    digits = text[:-1] if unit > 1 else text
-    if not digits.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a page size such as 16K or 2M")
-    return int(digits) * unit
-
-
 def measure(page: int, batch: int, seconds: float) -> Contention:
-    """Store jobs back to back for ``seconds`` while a second thread spins in Python."""
+    """Store jobs back to back for ``seconds`` while a second thread spins in Python.
+
+    The KV cache and the host buffer hold ``POOL_BYTES`` each, as in ``bench_transfer.py``.
+    """
     num_blocks = POOL_BYTES // page
     worker = TorchOffloadingWorker(
         [torch.ones((num_blocks, page), dtype=torch.uint8)], num_host_blocks=num_blocks
@@ -104,18 +101,19 @@ def measure(page: int, batch: int, seconds: float) -> Contention:
 def main(argv: Sequence[str]) -> int:
     """Measure each page size and print one table."""
     parser = argparse.ArgumentParser(description="CPU store jobs beside a busy Python thread.")
-    parser.add_argument("--pages", default="16K,256K,2M", help="page sizes, e.g. 16K,2M")
     parser.add_argument(
-        "--batch", type=int, help=f"blocks per job (default: {JOB_BYTES >> 20} MiB a job)"
+        "--pages", type=page_sizes, default="16K,256K,2M", help="page sizes, e.g. 16K,2M"
+    )
+    parser.add_argument(
+        "--batch", type=int, help=f"blocks per job (default: {JOB_BYTES // MIB} MiB a job)"
     )
     parser.add_argument("--seconds", type=float, default=2.0, help="how long each page size runs")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    pages = [parse_page(text) for text in args.pages.split(",")]
     table = Table(title="Store jobs with a busy Python thread beside them")
     for column in ("page", "batch", "jobs", "GB/s", "spins", "longest gap ms", "p99.9 gap ms"):
         table.add_column(column, justify="right")
-    for page in pages:
+    for page in args.pages:
         batch = args.batch or max(1, JOB_BYTES // page)
         found = measure(page, batch, args.seconds)
         table.add_row(

@@ -45,7 +45,7 @@ _log = logging.getLogger(__name__)
 class Pages:
     """Byte runs to copy: run ``i`` is ``sizes[i]`` bytes from offset ``src[i]`` to ``dst[i]``.
 
-    Offsets count from the engine's ``span_base``, the lowest address of its tensors.
+    Offsets count from the lowest address of the engine's tensors, the start of its span.
     """
 
     dst: list[int]
@@ -94,13 +94,12 @@ class ThreadCopyEngine(CopyEngine):
         self._host = host
         self._row_bytes = layout.bytes_per_gpu_block
         tensors = [host, *(plane.rows for group in layout.groups for plane in group.planes)]
-        self.span_base: int = min(tensor.data_ptr() for tensor in tensors)
-        """The lowest address of the KV caches and the host buffer: offset 0 of every page."""
+        span_base = min(tensor.data_ptr() for tensor in tensors)
         span_end = max(_end_address(tensor) for tensor in tensors)
-        span = (ctypes.c_char * (span_end - self.span_base)).from_address(self.span_base)
+        span = (ctypes.c_char * (span_end - span_base)).from_address(span_base)
         self._span = memoryview(span).cast("B")
-        self._host_offset = host.data_ptr() - self.span_base
-        self._addresses = tuple(_GroupAddresses.of(group, self.span_base) for group in layout.groups)
+        self._host_offset = host.data_ptr() - span_base
+        self._addresses = tuple(_GroupAddresses.of(group, span_base) for group in layout.groups)
         self._lock = threading.Lock()
         self._done: list[TransferResult] = []
         self._running: dict[int, threading.Event] = {}
@@ -197,9 +196,7 @@ class ThreadCopyEngine(CopyEngine):
 
 
 def _end_address(tensor: torch.Tensor) -> int:
-    """One past the last byte ``tensor`` can address (its storage may reach further)."""
-    if tensor.numel() == 0:
-        return tensor.data_ptr()
+    """One past the last byte of non-empty ``tensor`` (its storage may reach further)."""
     last = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
     return tensor.data_ptr() + (last + 1) * tensor.element_size()
 
