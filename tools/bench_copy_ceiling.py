@@ -52,12 +52,12 @@ def use_c_loop(library: ctypes.CDLL) -> None:
     copy_runs.restype = None
     copy_runs.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 4
 
-    def copy_pages(engine: ThreadCopyEngine, pages: Pages) -> None:
+    def copy_pages(self: ThreadCopyEngine, pages: Pages) -> None:
         dst, src, sizes = (
             np.asarray(column, dtype=np.int64) for column in (pages.dst, pages.src, pages.sizes)
         )
         # the offsets of ``pages`` count from the start of the engine's span
-        base = ctypes.addressof(ctypes.c_char.from_buffer(engine._span))
+        base = ctypes.addressof(ctypes.c_char.from_buffer(self._span))
         copy_runs(sizes.size, dst.ctypes.data, src.ctypes.data, sizes.ctypes.data, base)
 
     ThreadCopyEngine.copy_pages = copy_pages  # type: ignore[method-assign]  # the point of the tool
