@@ -12,7 +12,7 @@ import math
 import operator
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence, Set
-from itertools import islice, repeat
+from itertools import islice
 
 from typing_extensions import override
 
@@ -63,6 +63,18 @@ class ARCPolicy(PolicyBase):
                 if blocks[key].ref_cnt >= 0:
                     self._frequent.add(key)
                 self._unpark_if_ready(key)
+
+    @override
+    def _place_all(self, keys: Sequence[OffloadKey]) -> None:
+        b1, b2, t1 = self._b1, self._b2, self._t1
+        if not (b1.keys().isdisjoint(keys) and b2.keys().isdisjoint(keys)):
+            super()._place_all(keys)
+            return
+        over = len(t1) + len(b1) - self._capacity
+        for key in keys:
+            t1[key] = None
+        for _ in range(min(max(0, len(keys) + min(over, 0)), len(b1))):
+            b1.popitem(last=False)
 
     @override
     def _place(self, key: OffloadKey) -> None:
@@ -176,11 +188,11 @@ class ARCPolicy(PolicyBase):
         t1, t2, b1, b2 = self._t1, self._t2, self._b1, self._b2
         for key in from_t1:
             del t1[key]
-        b1.update(zip(from_t1, repeat(None)))
+            b1[key] = None
         for key in from_t2:
             del t2[key]
+            b2[key] = None
         self._frequent.difference_update(from_t2)
-        b2.update(zip(from_t2, repeat(None)))
         self._trim_ghosts()
 
     def _trim_ghosts(self) -> None:

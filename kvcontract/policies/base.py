@@ -26,8 +26,9 @@ class PolicyBase(CachePolicy):
     """Holds the blocks and parks those found non-evictable; subclasses order the rest.
 
     Subclasses implement ``touch`` and the order hooks (``_place``, ``_unlink``,
-    ``_relink``, ``_forget``, ``_select``, ``_clear_order``). ``evict`` is atomic:
-    ``None`` leaves the set of blocks and their statuses as they were.
+    ``_relink``, ``_forget``, ``_select``, ``_clear_order``), and may override
+    ``_place_all`` to file a batch in one pass. ``evict`` is atomic: ``None`` leaves the
+    set of blocks and their statuses as they were.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -60,9 +61,7 @@ class PolicyBase(CachePolicy):
     @override
     def insert_many(self, keys: Sequence[OffloadKey], blocks: Sequence[BlockStatus]) -> None:
         self._admit(keys, blocks)
-        place = self._place
-        for key in keys:
-            place(key)
+        self._place_all(keys)
 
     @override
     def remove(self, key: OffloadKey) -> None:
@@ -152,7 +151,8 @@ class PolicyBase(CachePolicy):
             )
         if before + len(keys) > self._capacity or not held.keys().isdisjoint(keys):
             self._refuse_insert("insert_many", next((key for key in keys if key in held), keys[0]))
-        held.update(zip(keys, blocks))
+        for key, block in zip(keys, blocks):
+            held[key] = block
         if len(held) != before + len(keys):
             for key in keys:
                 held.pop(key, None)
@@ -186,6 +186,12 @@ class PolicyBase(CachePolicy):
     @abstractmethod
     def _place(self, key: OffloadKey) -> None:
         """Put ``key``, just inserted (its block already in ``_blocks``), in the order."""
+
+    def _place_all(self, keys: Sequence[OffloadKey]) -> None:
+        """Put ``keys``, just inserted together, in the order; by default ``_place`` for each."""
+        place = self._place
+        for key in keys:
+            place(key)
 
     @abstractmethod
     def _unlink(self, key: OffloadKey) -> None:

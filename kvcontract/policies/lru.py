@@ -9,7 +9,7 @@ from itertools import islice
 
 from typing_extensions import override
 
-from kvcontract.contracts import BlockStatus, OffloadKey
+from kvcontract.contracts import OffloadKey
 from kvcontract.policies.base import PolicyBase
 
 __all__ = ["LRUPolicy"]
@@ -43,9 +43,10 @@ class LRUPolicy(PolicyBase):
         self._order[key] = None
 
     @override
-    def insert_many(self, keys: Sequence[OffloadKey], blocks: Sequence[BlockStatus]) -> None:
-        self._admit(keys, blocks)
-        self._order.update(dict.fromkeys(keys))
+    def _place_all(self, keys: Sequence[OffloadKey]) -> None:
+        order = self._order
+        for key in keys:
+            order[key] = None
 
     @override
     def _unlink(self, key: OffloadKey) -> None:

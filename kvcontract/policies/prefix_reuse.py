@@ -121,14 +121,21 @@ class PrefixReusePolicy(PolicyBase):
 
     @override
     def _place(self, key: OffloadKey) -> None:
-        """File new ``key`` under the class and last use the history remembers, or as never used."""
-        past = self._recent.pop(key, None)
-        if past is None:
-            past = self._older.get(key)
-        if past is None:
-            self._queues[0][key] = _NEVER
-        else:
-            self._queues[past & _CLASS_MASK][key] = past >> _CLASS_BITS
+        self._place_all((key,))
+
+    @override
+    def _place_all(self, keys: Sequence[OffloadKey]) -> None:
+        """File new ``keys`` under the class and last use the history remembers, or as never used."""
+        queues, recent, older = self._queues, self._recent, self._older
+        fresh = queues[0]
+        for key in keys:
+            past = recent.pop(key, None)
+            if past is None:
+                past = older.get(key)
+            if past is None:
+                fresh[key] = _NEVER
+            else:
+                queues[past & _CLASS_MASK][key] = past >> _CLASS_BITS
 
     @override
     def _unlink(self, key: OffloadKey) -> None:
@@ -271,7 +278,8 @@ class PrefixReusePolicy(PolicyBase):
         if _NEVER in lasts:
             lasts = [now if last == _NEVER else last for last in lasts]
         recent = self._recent
-        recent.update(zip(keys, map(int.__or__, map(int.__lshift__, lasts, repeat(_CLASS_BITS)), levels)))
+        for key, last, level in zip(keys, lasts, levels):
+            recent[key] = last << _CLASS_BITS | level
         if len(recent) >= self._generation_size:
             self._older, self._recent = recent, {}
 

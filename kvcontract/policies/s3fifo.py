@@ -28,9 +28,13 @@ _MAX_FREQ = 3
 class S3FIFOPolicy(PolicyBase):
     """S3-FIFO over offload blocks; a touch of a block whose store is in flight is not a use.
 
-    Blocks that cannot be evicted (protected, pinned) keep their place at the front of
-    their queue. If ``evict`` returns ``None`` the blocks it took are back where they were,
-    though some promotions it made along the way remain, as in a partial eviction scan.
+    The eviction scan moves a used block as S3-FIFO does (small queue to main, or main
+    queue to its tail for one use less) whether or not it could be evicted: moving is
+    not evicting, and a block used by every request would otherwise sit at the front of
+    its queue, protected each time, and slow every eviction. Unused blocks that cannot
+    be evicted (protected, pinned) keep their place at the front of their queue. If
+    ``evict`` returns ``None`` the blocks it took are back where they were, though some
+    promotions it made along the way remain, as in a partial eviction scan.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -60,6 +64,16 @@ class S3FIFOPolicy(PolicyBase):
                 freq[key] = count + 1
             if key in parked:
                 self._unpark_if_ready(key)
+
+    @override
+    def _place_all(self, keys: Sequence[OffloadKey]) -> None:
+        if not self._ghost.keys().isdisjoint(keys):
+            super()._place_all(keys)
+            return
+        freq, small = self._freq, self._small
+        for key in keys:
+            freq[key] = 0
+            small[key] = None
 
     @override
     def _place(self, key: OffloadKey) -> None:
@@ -116,26 +130,26 @@ class S3FIFOPolicy(PolicyBase):
         while len(victims) < n:
             if main and (len(main) > main_target or not small):
                 key, _none = main.popitem(last=False)
-                if key in protected:
+                if freq[key]:
+                    freq[key] = min(freq[key], _MAX_FREQ) - 1
+                    main[key] = None
+                elif key in protected:
                     taken.append((key, False))
                 elif blocks[key].ref_cnt:
                     busy.append(key)
-                elif freq[key]:
-                    freq[key] = min(freq[key], _MAX_FREQ) - 1
-                    main[key] = None
                 else:
                     taken.append((key, False))
                     victims.append(key)
             elif small:
                 key, _none = small.popitem(last=False)
-                if key in protected:
-                    taken.append((key, True))
-                elif blocks[key].ref_cnt:
-                    busy.append(key)
-                elif freq[key]:
+                if freq[key]:
                     freq[key] = 0
                     main[key] = None
                     in_main.add(key)
+                elif key in protected:
+                    taken.append((key, True))
+                elif blocks[key].ref_cnt:
+                    busy.append(key)
                 else:
                     taken.append((key, True))
                     victims.append(key)

@@ -12,7 +12,7 @@ from collections.abc import Sequence, Set
 
 from typing_extensions import override
 
-from kvcontract.contracts import BlockStatus, OffloadKey
+from kvcontract.contracts import OffloadKey
 from kvcontract.policies.base import PolicyBase
 
 __all__ = ["SIEVEPolicy"]
@@ -55,9 +55,10 @@ class SIEVEPolicy(PolicyBase):
         self._ahead[key] = False
 
     @override
-    def insert_many(self, keys: Sequence[OffloadKey], blocks: Sequence[BlockStatus]) -> None:
-        self._admit(keys, blocks)
-        self._ahead.update(dict.fromkeys(keys, False))
+    def _place_all(self, keys: Sequence[OffloadKey]) -> None:
+        ahead = self._ahead
+        for key in keys:
+            ahead[key] = False
 
     @override
     def _unlink(self, key: OffloadKey) -> None:

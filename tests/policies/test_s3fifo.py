@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from kvcontract import OffloadKey
 from kvcontract.policies import S3FIFOPolicy
 from tests.policies.support import key, keys, ready
 
@@ -49,3 +52,20 @@ def test_main_queue_reinserts_used_blocks_and_decrements_their_counter() -> None
     policy.touch(keys(1))
     assert victims_of(policy, 2) == [2, 3]
     assert victims_of(policy, 7) == [4, 5, 6, 7, 8, 9, 1]
+
+
+@pytest.mark.parametrize("hold", ["protected", "pinned"])
+def test_a_used_block_moves_to_main_even_when_it_cannot_be_evicted(hold: str) -> None:
+    policy = S3FIFOPolicy(10)
+    for number in range(10):
+        policy.insert(key(number), ready(number))
+    policy.touch(keys(0))
+    protected: frozenset[OffloadKey] = frozenset(keys(0) if hold == "protected" else ())
+    block = policy.get(key(0))
+    assert block is not None
+    if hold == "pinned":
+        block.ref_cnt = 1
+    victims = policy.evict(1, protected)
+    assert victims is not None
+    assert [int.from_bytes(victim[:8], "big") for victim, _ in victims] == [1]
+    assert policy.queue_sizes == (8, 1, 1)
