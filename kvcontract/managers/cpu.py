@@ -136,12 +136,14 @@ class CPUOffloadingManager(OffloadingManager):
         self, keys: Sequence[OffloadKey], req_context: ReqContext
     ) -> PrepareStoreOutput | None:
         blocks = self._blocks
-        new = list({key: None for key in keys if key not in blocks})
+        protected = frozenset(keys)
+        new = [key for key in keys if key not in blocks]
+        if len(protected) != len(keys):
+            new = list(dict.fromkeys(new))
         spare = self._spare
         shortfall = len(new) - len(spare) - (self._capacity - self._never_used)
         evicted_keys: list[OffloadKey] = []
         if shortfall > 0:
-            protected = frozenset(keys)
             victims = self._policy_evict(shortfall, protected) if len(new) <= self._capacity else None
             if victims is None:
                 self._failed_stores += len(new)
@@ -150,8 +152,8 @@ class CPUOffloadingManager(OffloadingManager):
             if self._events is not None:
                 self._events.append(OffloadingEvent(evicted_keys, MEDIUM, removed=True))
         fresh = self._allocate(len(new))
-        blocks.update(zip(new, fresh))
-        for block in fresh:
+        for key, block in zip(new, fresh):
+            blocks[key] = block
             block.ref_cnt = -1
         self._policy_insert_many(new, fresh)
         return PrepareStoreOutput(new, BlockIdsSpec(list(map(_BLOCK_ID, fresh))), evicted_keys)
@@ -169,12 +171,14 @@ class CPUOffloadingManager(OffloadingManager):
                 f"complete_store: block {missing.args[0]!r} was never prepared; call prepare_store() first"
             ) from None
         if success:
-            landed = [(key, block) for key, block in zip(done, found) if block.ref_cnt < 0]
-            for _key, block in landed:
+            if self._events is not None:
+                readable = [key for key, block in zip(done, found) if block.ref_cnt < 0]
+                if readable:
+                    self._events.append(OffloadingEvent(readable, MEDIUM, removed=False))
+            landed = [block for block in found if block.ref_cnt < 0]
+            for block in landed:
                 block.ref_cnt = 0
             self._stored += len(landed)
-            if landed and self._events is not None:
-                self._events.append(OffloadingEvent(list(map(_KEY, landed)), MEDIUM, removed=False))
             return
         for key, block in zip(done, found):
             if block.ref_cnt < 0:
