@@ -66,26 +66,22 @@ class S3FIFOPolicy(PolicyBase):
                 self._unpark_if_ready(key)
 
     @override
-    def _place_all(self, keys: Sequence[OffloadKey]) -> None:
-        if not self._ghost.keys().isdisjoint(keys):
-            super()._place_all(keys)
-            return
-        freq, small = self._freq, self._small
-        for key in keys:
-            freq[key] = 0
-            small[key] = None
+    def _place(self, key: OffloadKey) -> None:
+        self._place_all((key,))
 
     @override
-    def _place(self, key: OffloadKey) -> None:
-        """Put new ``key`` in the small queue, or in the main one when the ghost queue remembers it."""
-        self._freq[key] = 0
-        ghost = self._ghost
-        if key in ghost:
-            del ghost[key]
-            self._main[key] = None
-            self._in_main.add(key)
-        else:
-            self._small[key] = None
+    def _place_all(self, keys: Sequence[OffloadKey]) -> None:
+        """Put new ``keys`` in the small queue, or in the main one when the ghost queue remembers them."""
+        freq, small, main, ghost = self._freq, self._small, self._main, self._ghost
+        in_main = self._in_main
+        for key in keys:
+            freq[key] = 0
+            if key in ghost:
+                del ghost[key]
+                main[key] = None
+                in_main.add(key)
+            else:
+                small[key] = None
 
     @override
     def _unlink(self, key: OffloadKey) -> None:
