@@ -138,12 +138,22 @@ class TieringOffloadingManager(OffloadingManager):
     def _start_promotion(
         self, key: OffloadKey, state: _TierState, prefix: _RequestPrefix
     ) -> LookupResult:
-        """Reserve a primary block for ``key``; the blocks the request already found stay."""
+        """Reserve a primary block for ``key``; the blocks the request already found stay.
+
+        A key of the request's prefix that the primary no longer holds (its promotion
+        failed earlier in this step) gets a block from ``prepare_store`` too: that block is
+        freed again, and the key leaves the prefix.
+        """
         plan = self._primary.prepare_store([*prefix.keys, key], self._own)
         if plan is None or key not in plan.keys_to_store:
             return LookupResult.MISS
+        reserved = dict(zip(plan.keys_to_store, _block_ids(plan.store_spec)))
+        block = reserved.pop(key)
+        if reserved:
+            self._primary.complete_store(list(reserved), self._own, success=False)
+            prefix.keys = [k for k in prefix.keys if k not in reserved]
         prefix.keys.append(key)
-        state.queued.append((key, _block_ids(plan.store_spec)[0]))
+        state.queued.append((key, block))
         state.counters.hits += 1
         self._promoting[key] = False
         return LookupResult.RETRY

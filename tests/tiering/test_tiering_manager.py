@@ -163,6 +163,26 @@ def test_failed_promotion_frees_the_reserved_block() -> None:
     assert primary.stats().used == 0
 
 
+def test_a_promotion_after_a_failed_one_in_the_same_step_lands_in_its_own_block() -> None:
+    manager, primary, (tier,), host = setup(capacity=2)
+    tier.blocks[key(1)] = torch.full((BLOCK_BYTES,), 11, dtype=torch.uint8)
+    tier.blocks[key(0)] = torch.full((BLOCK_BYTES,), 10, dtype=torch.uint8)
+    assert manager.lookup(key(1), ctx) is LookupResult.RETRY
+    assert manager.lookup(key(1), ctx) is LookupResult.RETRY
+    tier.fail_next = True
+    tier.finish()
+    del tier.blocks[key(1)]
+    assert manager.lookup(key(1), ctx) is LookupResult.MISS
+    assert manager.lookup(key(0), ctx) is LookupResult.RETRY
+    assert manager.lookup(key(0), ctx) is LookupResult.RETRY
+    tier.finish()
+    assert manager.lookup(key(0), ctx) is LookupResult.HIT
+    assert primary.stats().used == 1
+    spec = manager.prepare_load([key(0)], ctx)
+    assert isinstance(spec, BlockIdsSpec)
+    assert host[spec.block_ids[0]].tolist() == [10] * BLOCK_BYTES
+
+
 def test_touch_reaches_every_tier() -> None:
     manager, _, tiers, _ = setup(tiers=2)
     manager.touch([key(1), key(2)], ctx)
