@@ -180,7 +180,7 @@ def test_a_promotion_after_a_failed_one_in_the_same_step_lands_in_its_own_block(
     assert primary.stats().used == 1
     spec = manager.prepare_load([key(0)], ctx)
     assert isinstance(spec, BlockIdsSpec)
-    assert host[spec.block_ids[0]].tolist() == [10] * BLOCK_BYTES
+    assert torch.equal(host[spec.block_ids[0]], torch.full((BLOCK_BYTES,), 10, dtype=torch.uint8))
 
 
 def test_touch_reaches_every_tier() -> None:
