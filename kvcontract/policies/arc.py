@@ -66,6 +66,12 @@ class ARCPolicy(PolicyBase):
 
     @override
     def _place_all(self, keys: Sequence[OffloadKey]) -> None:
+        """A batch no ghost list remembers goes to T1 at once, trimming B1 as ``_place`` would.
+
+        ``_place`` drops B1's oldest key after each insert that leaves ``|T1| + |B1|`` over
+        the capacity: none for the first ``-over`` keys when the sum starts below it, then
+        one per key while B1 lasts.
+        """
         b1, b2, t1 = self._b1, self._b2, self._t1
         if not (b1.keys().isdisjoint(keys) and b2.keys().isdisjoint(keys)):
             super()._place_all(keys)
