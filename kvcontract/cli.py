@@ -118,7 +118,7 @@ def _config_show(options: argparse.Namespace) -> int:
 
 def _simulate(options: argparse.Namespace) -> int:
     from kvcontract.config import ConfigError
-    from kvcontract.sim.engine import DataMismatch
+    from kvcontract.sim.simulator import DataMismatch
     from kvcontract.sim.report import print_report, write_plot
     from kvcontract.sim.run import run_simulation
     from kvcontract.sim.trace import TraceFormatError

@@ -1,4 +1,4 @@
-"""Validated configuration: pydantic models of the KV layout, managers and transfer, and builders.
+"""Validated configuration: pydantic models of the KV layout, managers and transfer, and loading.
 
 Models are frozen, forbid unknown fields and are discriminated by ``kind``. Capacities are
 offload blocks (an integer) or sizes (``"16GiB"``) turned into blocks from the layout.
@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, Union, cast
+from typing import Annotated, ClassVar, Literal, Union, cast
 
 import yaml
 from pydantic import (
@@ -30,14 +30,6 @@ from pydantic import (
     model_validator,
 )
 from typing_extensions import Self
-
-from kvcontract.contracts.manager import OffloadingManager
-from kvcontract.contracts.tier import SecondaryTier
-
-if TYPE_CHECKING:
-    import torch
-
-    from kvcontract.transfer import TorchOffloadingWorker
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -56,9 +48,6 @@ __all__ = [
     "ReuseAdmissionConfig",
     "TieringManagerConfig",
     "TransferConfig",
-    "build_manager",
-    "build_tier",
-    "build_worker",
     "config_json_schema",
     "load_config",
 ]
@@ -419,93 +408,3 @@ def _field_path(location: Sequence[int | str]) -> str:
         if not (part in _KIND_TAGS and i and (location[i - 1] == "manager" or isinstance(location[i - 1], int)))
     ]
     return ".".join(parts)
-
-
-def build_manager(
-    config: KVContractConfig, *, host_blocks: torch.Tensor | None = None
-) -> OffloadingManager:
-    """The manager tree ``config.manager`` describes; applies ``runtime_checks`` first.
-
-    Tiers move bytes between host memory and their storage, so a tiering manager needs the
-    worker's host blocks: ``host_blocks`` (``TorchOffloadingWorker.host_buffer`` in the same
-    process), or else the shared-memory file ``transfer.shared_memory_path`` is mapped.
-    Reuse admission wraps the whole tree, so promotions from a tier are never filtered.
-    """
-    from kvcontract.enforce import configure
-
-    configure(checks=config.runtime_checks)
-    manager = config.manager
-    primary = manager if isinstance(manager, CPUManagerConfig) else manager.primary
-    built: OffloadingManager = _build_cpu(primary, config)
-    if isinstance(manager, TieringManagerConfig):
-        from kvcontract.managers import TieringOffloadingManager
-
-        host = host_blocks if host_blocks is not None else _shared_host_blocks(config)
-        tiers = [build_tier(tier, config, host) for tier in manager.secondary]
-        built = TieringOffloadingManager(built, tiers)
-    if primary.admission is not None:
-        from kvcontract.managers import FilterReusedOffloadingManager
-
-        built = FilterReusedOffloadingManager(
-            built,
-            store_threshold=primary.admission.store_threshold,
-            max_tracker_size=primary.admission.max_tracker_size,
-        )
-    return built
-
-
-def _build_cpu(manager: CPUManagerConfig, config: KVContractConfig) -> OffloadingManager:
-    from kvcontract.managers import CPUOffloadingManager
-
-    return CPUOffloadingManager(
-        config.capacity_blocks(manager.capacity),
-        manager.policy.kind,
-        enable_events=manager.enable_events,
-    )
-
-
-def _shared_host_blocks(config: KVContractConfig) -> torch.Tensor:
-    path = config.transfer.shared_memory_path
-    if path is None:
-        raise ConfigError(
-            "config",
-            [
-                "manager: a tiering manager needs the worker's host memory: pass "
-                "build_manager(config, host_blocks=worker.host_buffer) or set "
-                "transfer.shared_memory_path"
-            ],
-        )
-    from kvcontract.transfer import HostBuffer
-
-    return HostBuffer(
-        config.host_blocks, config.kv_layout.offload_block_bytes, pin=False, shared_memory_path=path
-    ).tensor
-
-
-def build_tier(tier: FileTierConfig, config: KVContractConfig, host_blocks: torch.Tensor) -> SecondaryTier:
-    """The secondary tier ``tier`` describes, moving blocks in and out of ``host_blocks``."""
-    from kvcontract.tiers import FileTier
-
-    return FileTier(
-        tier.path,
-        config.capacity_blocks(tier.capacity),
-        host_blocks,
-        policy=tier.policy.kind,
-        io_threads=tier.io_threads,
-    )
-
-
-def build_worker(
-    config: KVContractConfig, kv_caches: Sequence[torch.Tensor] | Sequence[Sequence[torch.Tensor]]
-) -> TorchOffloadingWorker:
-    """A torch worker over ``kv_caches`` with host memory for the primary manager's capacity."""
-    from kvcontract.transfer import TorchOffloadingWorker
-
-    pinned = config.transfer.pinned
-    return TorchOffloadingWorker(
-        kv_caches,
-        num_host_blocks=config.host_blocks,
-        blocks_per_offload_block=config.kv_layout.blocks_per_offload_block,
-        pin_memory=None if pinned == "auto" else pinned,
-        shared_memory_path=config.transfer.shared_memory_path,
-    )

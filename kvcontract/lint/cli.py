@@ -15,7 +15,7 @@ from importlib import metadata
 from kvcontract.lint.codes import RULES
 from kvcontract.lint.config import ConfigError, LintConfig, load_config, parse_version
 from kvcontract.lint.discover import discover
-from kvcontract.lint.engine import LintSettings, lint_files
+from kvcontract.lint.runner import LintSettings, lint_files
 from kvcontract.lint.fix import fix_files
 from kvcontract.lint.parse import default_jobs
 from kvcontract.lint.report import FORMATS, Format, render, statistics

@@ -15,7 +15,7 @@ from importlib import metadata
 
 from kvcontract.lint.config import ConfigError, LintConfig, load_config
 from kvcontract.lint.contract_rules import ContractChecker
-from kvcontract.lint.engine import LintSettings, make_resolver
+from kvcontract.lint.runner import LintSettings, make_resolver
 from kvcontract.lint.modules import module_name_of
 from kvcontract.lint.override_rules import OverrideSettings, override_findings
 from kvcontract.lint.resolve import Resolver

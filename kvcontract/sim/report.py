@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from kvcontract.sim.engine import SimulationReport
+from kvcontract.sim.simulator import SimulationReport
 
 __all__ = ["print_report", "write_plot"]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from kvcontract.config import KVContractConfig
-from kvcontract.sim.engine import EngineSimulator, SimulationReport
+from kvcontract.sim.simulator import EngineSimulator, SimulationReport
 from kvcontract.sim.trace import read_trace
 from kvcontract.sim.workload import conversation_workload
 

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from kvcontract.transfer.engine import Direction
+from kvcontract.transfer.copy_engine import Direction
 from kvcontract.transfer.mapping import BlockMapping, GroupMapping
 from kvcontract.transfer.staged_copy import PreparedJob, StagedCopier, block_pairs
 

@@ -26,7 +26,7 @@ import numpy.typing as npt
 import torch
 
 from kvcontract.transfer.device_view import on_device
-from kvcontract.transfer.engine import Direction
+from kvcontract.transfer.copy_engine import Direction
 from kvcontract.transfer.layout import KVCacheGroup, KVCacheLayout
 from kvcontract.transfer.mapping import BlockMapping
 

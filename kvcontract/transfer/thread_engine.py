@@ -29,7 +29,7 @@ import torch
 from typing_extensions import override
 
 from kvcontract.contracts import TransferResult
-from kvcontract.transfer.engine import CopyEngine, Direction
+from kvcontract.transfer.copy_engine import CopyEngine, Direction
 from kvcontract.transfer.layout import KVCacheGroup, KVCacheLayout
 from kvcontract.transfer.mapping import BlockMapping, GroupMapping
 

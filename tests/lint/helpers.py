@@ -6,7 +6,7 @@ import textwrap
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from kvcontract.lint.engine import LintSettings, lint_files
+from kvcontract.lint.runner import LintSettings, lint_files
 from kvcontract.lint.finding import Finding
 from kvcontract.lint.static_conditions import Target
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvcontract.lint.engine import code_enabled, make_resolver
+from kvcontract.lint.runner import code_enabled, make_resolver
 from kvcontract.lint.fix import fix_files
 from kvcontract.lint.parse import parse_file
 from kvcontract.lint.resolve import ClassInfo

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 
 from kvcontract import GPULoadStoreSpec
 from kvcontract.transfer import KVCacheLayout, staged_copy
-from kvcontract.transfer.engine import Direction
+from kvcontract.transfer.copy_engine import Direction
 from kvcontract.transfer.mapping import BlockMapping
 from kvcontract.transfer.staged_copy import StagedCopier
 from tests.transfer.model import (

@@ -15,7 +15,7 @@ from kvcontract import BlockIdsSpec, ContractViolation, GPULoadStoreSpec, LoadSt
 from kvcontract.transfer import TorchOffloadingWorker
 from kvcontract.transfer import graphed_copy
 from kvcontract.transfer.cuda_engine import CudaCopyEngine
-from kvcontract.transfer.engine import Direction
+from kvcontract.transfer.copy_engine import Direction
 from kvcontract.transfer.staged_copy import PreparedJob
 from kvcontract.transfer.thread_engine import GIL_SLICE_BYTES, Pages, ThreadCopyEngine
 from tests.transfer.model import BACKENDS, Backend, same_bytes

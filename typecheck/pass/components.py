@@ -8,7 +8,8 @@ import torch
 from typing_extensions import assert_type
 
 from kvcontract import BlockIdsSpec, CachePolicy, ManagerStats, OffloadingManager, ReqContext, make_offload_key
-from kvcontract.config import KVContractConfig, build_manager, build_worker, load_config
+from kvcontract.assembly import build_manager, build_worker
+from kvcontract.config import KVContractConfig, load_config
 from kvcontract.managers import (
     CPUOffloadingManager,
     FilterReusedOffloadingManager,

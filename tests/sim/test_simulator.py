@@ -10,7 +10,7 @@ import pytest
 from kvcontract import GPULoadStoreSpec, LoadStoreSpec
 from kvcontract.config import load_config
 from kvcontract.sim.defaults import SIMULATION_DEFAULTS
-from kvcontract.sim.engine import DataMismatch, EngineSimulator
+from kvcontract.sim.simulator import DataMismatch, EngineSimulator
 from kvcontract.transfer import TorchOffloadingWorker
 
 REQUESTS = [[1, 2, 3], [9], [1, 2, 3, 4]]

@@ -16,7 +16,8 @@ from typing import TypeVar
 
 import torch
 
-from kvcontract.config import KVContractConfig, build_manager, build_worker
+from kvcontract.assembly import build_manager, build_worker
+from kvcontract.config import KVContractConfig
 from kvcontract.managers import TierStats, TieringStats
 from kvcontract.contracts import (
     GPULoadStoreSpec,

@@ -1,0 +1,97 @@
+"""Assembly: the managers, tiers and worker a validated :class:`KVContractConfig` describes.
+
+Kept apart from ``config.py`` so that the schema imports no component: loading and
+validating a config never imports torch's copy engine or the tiers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from kvcontract.config import ConfigError, CPUManagerConfig, FileTierConfig, KVContractConfig, TieringManagerConfig
+from kvcontract.contracts.manager import OffloadingManager
+from kvcontract.contracts.tier import SecondaryTier
+from kvcontract.enforce import configure
+from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager, TieringOffloadingManager
+from kvcontract.tiers import FileTier
+from kvcontract.transfer import HostBuffer, TorchOffloadingWorker
+
+__all__ = ["build_manager", "build_tier", "build_worker"]
+
+
+def build_manager(
+    config: KVContractConfig, *, host_blocks: torch.Tensor | None = None
+) -> OffloadingManager:
+    """The manager tree ``config.manager`` describes; applies ``runtime_checks`` first.
+
+    Tiers move bytes between host memory and their storage, so a tiering manager needs the
+    worker's host blocks: ``host_blocks`` (``TorchOffloadingWorker.host_buffer`` in the same
+    process), or else the shared-memory file ``transfer.shared_memory_path`` is mapped.
+    Reuse admission wraps the whole tree, so promotions from a tier are never filtered.
+    """
+    configure(checks=config.runtime_checks)
+    manager = config.manager
+    primary = manager if isinstance(manager, CPUManagerConfig) else manager.primary
+    built: OffloadingManager = _build_cpu(primary, config)
+    if isinstance(manager, TieringManagerConfig):
+        host = host_blocks if host_blocks is not None else _shared_host_blocks(config)
+        tiers = [build_tier(tier, config, host) for tier in manager.secondary]
+        built = TieringOffloadingManager(built, tiers)
+    if primary.admission is not None:
+        built = FilterReusedOffloadingManager(
+            built,
+            store_threshold=primary.admission.store_threshold,
+            max_tracker_size=primary.admission.max_tracker_size,
+        )
+    return built
+
+
+def _build_cpu(manager: CPUManagerConfig, config: KVContractConfig) -> OffloadingManager:
+    return CPUOffloadingManager(
+        config.capacity_blocks(manager.capacity),
+        manager.policy.kind,
+        enable_events=manager.enable_events,
+    )
+
+
+def _shared_host_blocks(config: KVContractConfig) -> torch.Tensor:
+    path = config.transfer.shared_memory_path
+    if path is None:
+        raise ConfigError(
+            "config",
+            [
+                "manager: a tiering manager needs the worker's host memory: pass "
+                "build_manager(config, host_blocks=worker.host_buffer) or set "
+                "transfer.shared_memory_path"
+            ],
+        )
+    return HostBuffer(
+        config.host_blocks, config.kv_layout.offload_block_bytes, pin=False, shared_memory_path=path
+    ).tensor
+
+
+def build_tier(tier: FileTierConfig, config: KVContractConfig, host_blocks: torch.Tensor) -> SecondaryTier:
+    """The secondary tier ``tier`` describes, moving blocks in and out of ``host_blocks``."""
+    return FileTier(
+        tier.path,
+        config.capacity_blocks(tier.capacity),
+        host_blocks,
+        policy=tier.policy.kind,
+        io_threads=tier.io_threads,
+    )
+
+
+def build_worker(
+    config: KVContractConfig, kv_caches: Sequence[torch.Tensor] | Sequence[Sequence[torch.Tensor]]
+) -> TorchOffloadingWorker:
+    """A torch worker over ``kv_caches`` with host memory for the primary manager's capacity."""
+    pinned = config.transfer.pinned
+    return TorchOffloadingWorker(
+        kv_caches,
+        num_host_blocks=config.host_blocks,
+        blocks_per_offload_block=config.kv_layout.blocks_per_offload_block,
+        pin_memory=None if pinned == "auto" else pinned,
+        shared_memory_path=config.transfer.shared_memory_path,
+    )
