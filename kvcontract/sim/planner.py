@@ -1,0 +1,110 @@
+"""The capacity planner: hit-ratio curves of policies over capacities, bounded by the optimum.
+
+LRU's curve comes from one pass of stack distances (exact, or SHARDS-sampled for very long
+traces); every other policy is replayed through a CPU manager at each capacity of the grid,
+the replays spread over processes; the offline optimum is computed at each capacity too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvcontract.enforce import configure
+from kvcontract.managers import CPUOffloadingManager
+from kvcontract.sim.optimum import optimal_hit_ratio
+from kvcontract.sim.replay import replay
+from kvcontract.sim.stack_distance import HitCurve, lru_hit_curve, shards_hit_curve
+
+__all__ = ["CapacityPlan", "OPTIMUM", "plan_capacity"]
+
+OPTIMUM = "optimum"
+"""The name the offline optimum's curve goes by in a plan."""
+
+_SUBSAMPLES = 4
+
+_requests: Sequence[Sequence[int]] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityPlan:
+    """Hit ratios of each policy (and the optimum) at each capacity in blocks."""
+
+    capacities: tuple[int, ...]
+    curves: dict[str, tuple[float, ...]]
+    """Policy name (and ``OPTIMUM``) to its hit ratio at each of ``capacities``."""
+    requests: int
+    blocks: int
+    unique_blocks: int
+    longest_request: int
+    """Below this capacity a request cannot be stored whole, and LRU's one-pass curve is an upper bound."""
+    sample_rate: float | None = None
+    """The SHARDS rate LRU's curve was sampled at, or ``None`` for the exact curve."""
+    sampling_error: float | None = field(default=None)
+    """Standard error of the sampled LRU curve (largest over the grid), from independent subsamples."""
+
+    def smallest_capacity(self, name: str, target: float) -> int | None:
+        """The smallest capacity of the grid at which ``name`` reaches ``target``, or ``None``."""
+        for capacity, ratio in zip(self.capacities, self.curves[name]):
+            if ratio >= target:
+                return capacity
+        return None
+
+
+def plan_capacity(
+    requests: Sequence[Sequence[int]],
+    capacities: Sequence[int],
+    policies: Sequence[str] = ("lru",),
+    *,
+    sample_rate: float | None = None,
+    processes: int | None = None,
+) -> CapacityPlan:
+    """Each of ``policies`` and the optimum over ``capacities`` (blocks) on ``requests`` (hash ids)."""
+    if not capacities:
+        raise ValueError("no capacities to plan for; give at least one")
+    if not any(requests):
+        raise ValueError("the trace has no blocks; give a trace with at least one request with hash ids")
+    grid = tuple(sorted(set(capacities)))
+    curves: dict[str, tuple[float, ...]] = {}
+    error: float | None = None
+    if "lru" in policies:
+        curve = lru_hit_curve(requests) if sample_rate is None else shards_hit_curve(requests, sample_rate)
+        curves["lru"] = tuple(curve.hit_ratio(capacity) for capacity in grid)
+        if sample_rate is not None:
+            error = _sampling_error(requests, sample_rate, grid)
+    replayed = [policy for policy in policies if policy != "lru"]
+    tasks = [(policy, capacity) for policy in [*replayed, OPTIMUM] for capacity in grid]
+    with ProcessPoolExecutor(processes or os.cpu_count(), initializer=_share, initargs=(requests,)) as pool:
+        ratios = list(pool.map(_hit_ratio, tasks))
+    for index, (policy, _) in enumerate(tasks[:: len(grid)]):
+        curves[policy] = tuple(ratios[index * len(grid) : (index + 1) * len(grid)])
+    blocks = sum(len(request) for request in requests)
+    unique = len({hash_id for request in requests for hash_id in request})
+    longest = max(len(request) for request in requests)
+    return CapacityPlan(grid, curves, len(requests), blocks, unique, longest, sample_rate, error)
+
+
+def _sampling_error(requests: Sequence[Sequence[int]], rate: float, grid: Sequence[int]) -> float:
+    """Largest standard error over the grid, from ``_SUBSAMPLES`` disjoint-seed samples at the same rate."""
+    curves: list[HitCurve] = [shards_hit_curve(requests, rate, seed=seed + 1) for seed in range(_SUBSAMPLES)]
+    spread = np.array([[curve.hit_ratio(capacity) for capacity in grid] for curve in curves])
+    return float(spread.std(axis=0, ddof=1).max())
+
+
+def _share(requests: Sequence[Sequence[int]]) -> None:
+    """Process initializer: the trace, sent once per worker process rather than once per task."""
+    global _requests
+    _requests = requests
+    configure(checks=False)
+
+
+def _hit_ratio(task: tuple[str, int]) -> float:
+    policy, capacity = task
+    if policy == OPTIMUM:
+        return optimal_hit_ratio(_requests, capacity)
+    return replay(CPUOffloadingManager(capacity, policy), _requests).hit_ratio
+

@@ -1,0 +1,89 @@
+"""The capacity planner: LRU's one-pass curve equals replays, the optimum bounds every policy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvcontract.managers import CPUOffloadingManager
+from kvcontract.policies import available_policies
+from kvcontract.sim import read_trace, replay
+from kvcontract.sim.optimum import optimal_hit_ratio
+from kvcontract.sim.planner import OPTIMUM, plan_capacity
+from kvcontract.sim.stack_distance import lru_hit_curve, shards_hit_curve
+from tests.sim.support import TRACE, needs_trace
+
+
+@st.composite
+def prefix_traces(draw: st.DrawFn) -> list[list[int]]:
+    """Requests whose ids name prefix blocks: requests share leading blocks of a few chains."""
+    chains = draw(st.lists(st.lists(st.integers(0, 40), min_size=1, max_size=8, unique=True), min_size=1, max_size=6))
+    offsets = [100 * number for number in range(len(chains))]
+    picks = draw(st.lists(st.tuples(st.integers(0, len(chains) - 1), st.integers(1, 8)), min_size=1, max_size=40))
+    return [[offsets[chain] + hash_id for hash_id in chains[chain][:length]] for chain, length in picks]
+
+
+def _replayed(requests: Sequence[Sequence[int]], capacity: int, policy: str = "lru") -> float:
+    return replay(CPUOffloadingManager(capacity, policy), requests).hit_ratio
+
+
+@settings(max_examples=150, deadline=None)
+@given(prefix_traces(), st.integers(0, 30))
+def test_the_lru_curve_equals_a_replay_at_every_capacity_that_holds_the_longest_request(
+    requests: list[list[int]], extra: int
+) -> None:
+    curve = lru_hit_curve(requests)
+    capacity = curve.longest_request + extra
+    assert curve.hit_ratio(capacity) == pytest.approx(_replayed(requests, capacity))
+
+
+@settings(max_examples=60, deadline=None)
+@given(prefix_traces(), st.integers(0, 20), st.sampled_from(available_policies()))
+def test_no_policy_beats_the_optimum(requests: list[list[int]], extra: int, policy: str) -> None:
+    capacity = max(len(request) for request in requests) + extra
+    assert _replayed(requests, capacity, policy) <= optimal_hit_ratio(requests, capacity) + 1e-12
+
+
+def test_the_optimum_keeps_the_block_used_soonest() -> None:
+    # Capacity 1: after [1] and [2], keeping 1 (used next) beats LRU, which keeps 2.
+    requests = [[1], [2], [1], [2]]
+    assert optimal_hit_ratio(requests, 1) == pytest.approx(1 / 4)
+    assert _replayed(requests, 1) == 0.0
+
+
+def test_a_full_sample_reproduces_the_exact_curve() -> None:
+    requests = [[1, 2, 3], [1, 2], [4], [1, 2, 3, 5], [4, 6]]
+    exact, sampled = lru_hit_curve(requests), shards_hit_curve(requests, 1.0)
+    assert [sampled.hit_ratio(c) for c in range(8)] == [exact.hit_ratio(c) for c in range(8)]
+
+
+@pytest.mark.parametrize("rate", [0.0, -0.1, 1.5])
+def test_a_sampling_rate_outside_zero_to_one_is_refused(rate: float) -> None:
+    with pytest.raises(ValueError, match="sampling rate"):
+        shards_hit_curve([[1]], rate)
+
+
+def test_a_plan_names_the_smallest_capacity_that_reaches_a_target() -> None:
+    requests = [[1, 2], [3, 4], [1, 2], [3, 4], [1, 2]]
+    plan = plan_capacity(requests, [2, 4], ["lru", "arc"], processes=1)
+    assert plan.curves["lru"] == pytest.approx((0.0, 0.6))
+    assert plan.smallest_capacity("lru", 0.5) == 4
+    assert plan.smallest_capacity(OPTIMUM, 0.9) is None
+    assert plan.unique_blocks == 4 and plan.blocks == 10 and plan.longest_request == 2
+
+
+def test_a_trace_without_blocks_cannot_be_planned() -> None:
+    with pytest.raises(ValueError, match="no blocks"):
+        plan_capacity([[], []], [4])
+
+
+@needs_trace
+def test_on_the_shared_trace_lru_matches_replays_and_the_optimum_matches_the_readme() -> None:
+    requests = [request.hash_ids for request in read_trace(TRACE)]
+    curve = lru_hit_curve(requests)
+    two_percent = int(0.02 * 182_790)
+    assert curve.hit_ratio(two_percent) == pytest.approx(_replayed(requests, two_percent))
+    assert optimal_hit_ratio(requests, int(0.05 * 182_790)) == pytest.approx(0.366, abs=5e-4)
