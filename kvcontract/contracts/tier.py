@@ -10,6 +10,7 @@ from typing import Protocol
 from kvcontract.contracts.base import Contract
 from kvcontract.contracts.keys import OffloadKey
 from kvcontract.contracts.request import LookupResult
+from kvcontract.contracts.specs import check_integers
 from kvcontract.contracts.values import OffloadingEvent, TransferResult
 
 __all__ = ["SecondaryTier", "TierJob"]
@@ -17,13 +18,18 @@ __all__ = ["SecondaryTier", "TierJob"]
 
 @dataclass(frozen=True, slots=True)
 class TierJob:
-    """A transfer between a tier and host memory: ``keys[i]`` to or from host block ``host_block_ids[i]``."""
+    """A transfer between a tier and host memory: ``keys[i]`` to or from host block ``host_block_ids[i]``.
+
+    The host block ids are checked here, once: non-negative integers, one per key. A tier
+    still bounds them by its host buffer's rows.
+    """
 
     job_id: int
     keys: Sequence[OffloadKey]
     host_block_ids: Sequence[int]
 
     def __post_init__(self) -> None:
+        check_integers(self.host_block_ids, f"TierJob {self.job_id}: host_block_ids")
         if len(self.keys) != len(self.host_block_ids):
             raise ValueError(
                 f"TierJob {self.job_id}: {len(self.keys)} keys but "

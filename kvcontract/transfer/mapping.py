@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kvcontract.contracts import GPULoadStoreSpec
+from kvcontract.contracts.specs import check_integers
 from kvcontract.transfer.layout import KVCacheLayout
 
 __all__ = ["BlockMapping", "GroupMapping"]
@@ -103,10 +104,12 @@ class BlockMapping:
 
 
 def _ids(values: Sequence[int], name: str) -> npt.NDArray[np.int64]:
-    ids = np.asarray(values, dtype=np.int64)
-    if ids.ndim != 1:
-        raise ValueError(f"{name} must be a flat sequence of ints, got shape {ids.shape}")
-    return ids
+    """``values`` as an array, once they proved to be integers (the range is checked later)."""
+    check_integers(values, name, nonnegative=False)
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except OverflowError:
+        raise ValueError(f"{name} holds an id beyond 64 bits: valid ids are block numbers") from None
 
 
 def _has_repeats(ids: npt.NDArray[np.int64]) -> bool:

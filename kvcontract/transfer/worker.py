@@ -138,6 +138,7 @@ class TorchOffloadingWorker(OffloadingWorker):
                 f"the host side of a {direction.value} is a BlockIdsSpec of host block ids, "
                 f"got {type(host).__name__}"
             )
+        # The boundary: the mapping proves every id an integer in range before a byte moves.
         mapping = BlockMapping.of(
             self._layout,
             gpu,
@@ -154,5 +155,9 @@ class TorchOffloadingWorker(OffloadingWorker):
                     "give each job its own id"
                 )
             self._unreported.add(job_id)
-            self._engine.submit(job_id, direction, mapping)
+            try:
+                self._engine.submit(job_id, direction, mapping)
+            except BaseException:
+                self._unreported.discard(job_id)  # never started: nothing will report it
+                raise
         return True

@@ -50,7 +50,7 @@ def test_groups_take_their_host_blocks_in_turn_and_empty_groups_take_none() -> N
         (GPULoadStoreSpec([2, 2]), [0, 1], True, "writes GPU blocks \\[2, 2\\] of group 0 more"),
         (GPULoadStoreSpec([0], block_indices=[1]), [0], False, "block_indices\\[0\\] = 1 is out"),
         (GPULoadStoreSpec([0, 1], group_sizes=[1, 1]), [0, 1], False, "has 2 KV-cache groups"),
-        (GPULoadStoreSpec(NESTED), [0], False, "flat sequence of ints"),
+        (GPULoadStoreSpec(NESTED), [0], False, "flat sequence of integers"),
     ],
 )
 def test_inconsistent_specs_are_refused_with_the_reason(

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -108,6 +109,48 @@ def test_a_job_id_cannot_be_reused_before_its_result_is_taken(
     cpu_worker.wait([1])
     cpu_worker.get_finished()
     assert cpu_worker.submit_store(1, GPULoadStoreSpec([3]), BlockIdsSpec([3]))
+
+
+@pytest.mark.parametrize("bad", [1.0, 1.7, True, "1", np.float64(1)], ids=repr)
+@pytest.mark.parametrize("side", ["gpu", "host"])
+def test_an_id_that_is_not_an_integer_is_refused_before_any_byte_moves(
+    cpu_worker: TorchOffloadingWorker, side: str, bad: Any
+) -> None:
+    before = cpu_worker.host_buffer.clone()
+    gpu, host = ([0, bad], [0, 1]) if side == "gpu" else ([0, 1], [0, bad])
+    field = "GPULoadStoreSpec.block_ids" if side == "gpu" else "BlockIdsSpec.block_ids"
+    with pytest.raises(ValueError, match=rf"{field} must be a flat sequence of integers, got"):
+        cpu_worker.submit_store(1, GPULoadStoreSpec(gpu), BlockIdsSpec(host))
+    with pytest.raises(ValueError, match=rf"{field} must be a flat sequence of integers, got"):
+        cpu_worker.submit_load(2, BlockIdsSpec(host), GPULoadStoreSpec(gpu))
+    cpu_worker.wait([1, 2])
+    assert cpu_worker.get_finished() == []
+    assert torch.equal(cpu_worker.host_buffer, before)
+    assert cpu_worker.submit_store(1, GPULoadStoreSpec([0, 1]), BlockIdsSpec([0, 1]))
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [np.array([3, 4]), torch.tensor([3, 4], dtype=torch.int32), (np.int64(3), np.uint16(4))],
+    ids=["numpy", "torch", "numpy-scalars"],
+)
+def test_numpy_and_torch_integer_ids_are_ids(cpu_worker: TorchOffloadingWorker, ids: Any) -> None:
+    assert cpu_worker.submit_store(1, GPULoadStoreSpec(ids), BlockIdsSpec(ids))
+    cpu_worker.wait([1])
+    assert [(r.job_id, r.success, r.transfer_bytes) for r in cpu_worker.get_finished()] == [(1, True, 256)]
+
+
+def test_a_job_whose_copy_engine_refuses_the_submit_is_not_left_unreported(
+    cpu_worker: TorchOffloadingWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: ThreadCopyEngine, job_id: int, direction: Direction, mapping: object) -> None:
+        raise RuntimeError("injected submit failure")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ThreadCopyEngine, "submit", refuse)
+        with pytest.raises(RuntimeError, match="injected submit failure"):
+            cpu_worker.submit_store(1, GPULoadStoreSpec([0]), BlockIdsSpec([0]))
+    assert cpu_worker.submit_store(1, GPULoadStoreSpec([0]), BlockIdsSpec([0]))
 
 
 def test_the_host_side_must_be_host_block_ids(cpu_worker: TorchOffloadingWorker) -> None:
