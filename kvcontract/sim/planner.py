@@ -41,7 +41,9 @@ class CapacityPlan:
     blocks: int
     unique_blocks: int
     longest_request: int
-    """Below this capacity a request cannot be stored whole, and LRU's one-pass curve is an upper bound."""
+    """Below this capacity a request cannot be stored whole, and LRU's one-pass curve is not exact."""
+    unbounded_hit_ratio: float
+    """The hit ratio with room for every block: no capacity and no policy reaches past it."""
     sample_rate: float | None = None
     """The SHARDS rate LRU's curve was sampled at, or ``None`` for the exact curve."""
     sampling_error: float | None = field(default=None)
@@ -85,7 +87,21 @@ def plan_capacity(
     blocks = sum(len(request) for request in requests)
     unique = len({hash_id for request in requests for hash_id in request})
     longest = max(len(request) for request in requests)
-    return CapacityPlan(grid, curves, len(requests), blocks, unique, longest, sample_rate, error)
+    ceiling = _unbounded_hits(requests) / blocks
+    return CapacityPlan(grid, curves, len(requests), blocks, unique, longest, ceiling, sample_rate, error)
+
+
+def _unbounded_hits(requests: Sequence[Sequence[int]]) -> int:
+    """Prefix hits with room for every block: each request's leading blocks seen before."""
+    seen: set[int] = set()
+    hits = 0
+    for request in requests:
+        for hash_id in request:
+            if hash_id not in seen:
+                break
+            hits += 1
+        seen.update(request)
+    return hits
 
 
 def _sampling_error(requests: Sequence[Sequence[int]], rate: float, grid: Sequence[int]) -> float:

@@ -12,6 +12,7 @@ from kvcontract.managers import CPUOffloadingManager
 from kvcontract.policies import available_policies
 from kvcontract.sim import read_trace, replay
 from kvcontract.sim.optimum import optimal_hit_ratio
+from kvcontract.sim.plan_grid import GridError, parse_capacity_grid
 from kvcontract.sim.planner import OPTIMUM, plan_capacity
 from kvcontract.sim.stack_distance import lru_hit_curve, shards_hit_curve
 from tests.sim.support import TRACE, needs_trace
@@ -73,6 +74,7 @@ def test_a_plan_names_the_smallest_capacity_that_reaches_a_target() -> None:
     assert plan.smallest_capacity("lru", 0.5) == 4
     assert plan.smallest_capacity(OPTIMUM, 0.9) is None
     assert plan.unique_blocks == 4 and plan.blocks == 10 and plan.longest_request == 2
+    assert plan.unbounded_hit_ratio == pytest.approx(0.6)
 
 
 def test_a_trace_without_blocks_cannot_be_planned() -> None:
@@ -87,3 +89,30 @@ def test_on_the_shared_trace_lru_matches_replays_and_the_optimum_matches_the_rea
     two_percent = int(0.02 * 182_790)
     assert curve.hit_ratio(two_percent) == pytest.approx(_replayed(requests, two_percent))
     assert optimal_hit_ratio(requests, int(0.05 * 182_790)) == pytest.approx(0.366, abs=5e-4)
+
+
+def test_a_percentage_range_spans_the_unique_blocks_on_a_log_scale() -> None:
+    grid = parse_capacity_grid("1%..50%", unique_blocks=10_000, block_bytes=None, points=5)
+    assert grid[0] == 100 and grid[-1] == 5_000 and len(grid) == 5
+    assert all(later / earlier == pytest.approx(grid[1] / grid[0], rel=0.02) for earlier, later in zip(grid, grid[1:]))
+
+
+def test_sizes_become_blocks_and_lists_name_each_capacity() -> None:
+    assert parse_capacity_grid("1GiB,2GiB", unique_blocks=10, block_bytes=2**20) == [1024, 2048]
+    assert parse_capacity_grid("64, 5%", unique_blocks=1000, block_bytes=None) == [50, 64]
+
+
+@pytest.mark.parametrize(
+    ("text", "block_bytes", "message"),
+    [
+        ("8GiB", None, "give --block-bytes"),
+        ("lots", None, "not understood"),
+        ("0", None, "at least one block"),
+        ("150%", None, r"in \(0%, 100%\]"),
+        ("50%..1%", None, "ends below its start"),
+        ("1KiB", 2**20, "holds no block"),
+    ],
+)
+def test_a_bad_capacity_names_what_to_write(text: str, block_bytes: int | None, message: str) -> None:
+    with pytest.raises(GridError, match=message):
+        parse_capacity_grid(text, unique_blocks=1000, block_bytes=block_bytes)

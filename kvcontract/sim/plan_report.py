@@ -1,0 +1,101 @@
+"""Showing a capacity plan: a table on the terminal, a JSON document, and a plot of the curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from kvcontract.sim.planner import OPTIMUM, CapacityPlan
+
+__all__ = ["plan_json", "print_plan", "write_plan_plot"]
+
+
+def print_plan(
+    plan: CapacityPlan, *, block_bytes: int | None, target: float | None, console: Console | None = None
+) -> None:
+    """Hit ratio of each policy and the optimum at each capacity, and where each reaches ``target``."""
+    names = list(plan.curves)
+    title = f"kvcontract plan: {plan.requests:,} requests, {plan.blocks:,} blocks, {plan.unique_blocks:,} unique"
+    table = Table(title=title)
+    table.add_column("capacity (blocks)", justify="right")
+    table.add_column("of unique", justify="right")
+    if block_bytes is not None:
+        table.add_column("bytes", justify="right")
+    for name in names:
+        table.add_column(name, justify="right")
+    for index, capacity in enumerate(plan.capacities):
+        size = [_size(capacity * block_bytes)] if block_bytes is not None else []
+        ratios = [f"{plan.curves[name][index]:.4f}" for name in names]
+        table.add_row(f"{capacity:,}", f"{capacity / plan.unique_blocks:.1%}", *size, *ratios)
+    out = console or Console()
+    out.print(table)
+    if plan.sample_rate is not None:
+        out.print(f"lru sampled at {plan.sample_rate:.2%} (SHARDS): standard error up to {plan.sampling_error:.4f}")
+    if plan.capacities[0] < plan.longest_request:
+        out.print(
+            f"below {plan.longest_request} blocks (the longest request) lru's one-pass curve is not exact: "
+            "such a request cannot be stored whole"
+        )
+    if target is not None:
+        for name in names:
+            reached = plan.smallest_capacity(name, target)
+            answer = "not reached on this grid" if reached is None else _capacity(reached, block_bytes)
+            out.print(f"{name} reaches hit ratio {target}: {answer}")
+
+
+def plan_json(plan: CapacityPlan, *, block_bytes: int | None, target: float | None) -> dict[str, object]:
+    """The plan as a JSON-ready document: the grid, each curve and, with a target, where it is reached."""
+    document: dict[str, object] = {
+        "requests": plan.requests,
+        "blocks": plan.blocks,
+        "unique_blocks": plan.unique_blocks,
+        "longest_request": plan.longest_request,
+        "unbounded_hit_ratio": plan.unbounded_hit_ratio,
+        "block_bytes": block_bytes,
+        "capacities": list(plan.capacities),
+        "curves": {name: list(ratios) for name, ratios in plan.curves.items()},
+        "sample_rate": plan.sample_rate,
+        "sampling_error": plan.sampling_error,
+    }
+    if target is not None:
+        document["target_hit_ratio"] = target
+        document["smallest_capacity"] = {name: plan.smallest_capacity(name, target) for name in plan.curves}
+    return document
+
+
+def write_plan_plot(plan: CapacityPlan, path: Path, *, target: float | None) -> None:
+    """Each policy's curve, the optimum dashed above them, and the target as a line, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, grid = plt.subplots(1, 1, figsize=(8, 5), squeeze=False)
+    axes = grid[0, 0]
+    for name, ratios in plan.curves.items():
+        dashed = name == OPTIMUM
+        axes.plot(plan.capacities, ratios, "k--" if dashed else "-", label=name)
+    if target is not None:
+        axes.axhline(target, color="tab:red", linewidth=0.8, label=f"target {target}")
+    axes.set_xscale("log")
+    axes.set_xlabel("capacity (offload blocks)")
+    axes.set_ylabel("prefix hit ratio")
+    axes.set_ylim(0, 1)
+    axes.legend()
+    axes.set_title(f"kvcontract plan: {plan.requests:,} requests, {plan.unique_blocks:,} unique blocks")
+    figure.tight_layout()
+    figure.savefig(path)  # pyright: ignore[reportUnknownMemberType]  # matplotlib leaves **kwargs untyped
+    plt.close(figure)
+
+
+def _capacity(blocks: int, block_bytes: int | None) -> str:
+    return f"{blocks:,} blocks" + (f" ({_size(blocks * block_bytes)})" if block_bytes is not None else "")
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if count >= scale:
+            return f"{count / scale:.2f} {unit}"
+    return f"{count:,} B"
