@@ -5,17 +5,18 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 from typing_extensions import ParamSpec
 
 import pytest
 from typing_extensions import override
 
-from kvcontract import CachePolicy, ContractDefinitionError, OffloadKey, ReqContext
+from kvcontract import CachePolicy, ContractDefinitionError, ContractViolation, OffloadKey, ReqContext
+from kvcontract.enforce import configure, unchecked
 from tests.contracts.conftest import RecordingManager
 
 _P = ParamSpec("_P")
@@ -198,3 +199,147 @@ def test_downstream_module_fails_at_import(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.delitem(sys.modules, "downstream_policy", raising=False)
     with pytest.raises(ContractDefinitionError, match=r"downstream_policy.MyPolicy overrides without @override: touch \(overrides kvcontract.contracts.policy.CachePolicy.touch\)"):
         importlib.import_module("downstream_policy")
+
+
+@pytest.fixture(params=[False, True], ids=["checks-off", "checks-on"])
+def checks(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Runs a test with checks off, then on, and leaves them on."""
+    enabled: bool = request.param
+    configure(checks=enabled)
+    yield enabled
+    configure(checks=True)
+
+
+class Kinds(RecordingManager):
+    """Contract methods implemented as staticmethods and a classmethod, each with @override.
+
+    The type checkers call such overrides incompatible; at run time Python binds them as
+    written, and the checks must not change that.
+    """
+
+    shut: ClassVar[bool] = False
+
+    @staticmethod
+    @override
+    def reset_cache() -> None:  # pyright: ignore[reportIncompatibleMethodOverride]  # the case under test
+        return None
+
+    @classmethod
+    @override
+    def shutdown(cls) -> None:  # pyright: ignore[reportIncompatibleMethodOverride]  # the case under test
+        cls.shut = True
+
+    @override
+    @staticmethod
+    def on_request_finished(req_context: ReqContext) -> None:  # pyright: ignore[reportIncompatibleMethodOverride]  # the case under test
+        return None
+
+
+def test_static_and_class_methods_behave_alike_with_checks_on_and_off(
+    checks: bool, ctx: ReqContext
+) -> None:
+    instance = Kinds()
+    instance.reset_cache()
+    Kinds.reset_cache()
+    instance.on_request_finished(ctx)
+    instance.shutdown()
+    Kinds.shutdown()
+    assert Kinds.shut
+    assert isinstance(Kinds.__dict__["reset_cache"], staticmethod)
+    assert isinstance(Kinds.__dict__["shutdown"], classmethod)
+    assert unchecked(instance.shutdown)() is None
+    assert unchecked(instance.reset_cache)() is None
+
+
+def test_static_method_arguments_are_checked_against_the_contract_after_self(ctx: ReqContext) -> None:
+    kinds = Kinds
+    with pytest.raises(ContractViolation, match=r"OffloadingManager.on_request_finished\(\) called on .*Kinds.on_request_finished: parameter 'req_context' expects ReqContext, received str"):
+        kinds().on_request_finished("request-0")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    configure(checks=False)
+    kinds().on_request_finished("request-0")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    configure(checks=True)
+
+
+class TouchMixin:
+    """A plain mixin, outside the contract hierarchy, that implements a contract method."""
+
+    def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> None:
+        self.touched = len(keys)
+
+
+class MarkedTouchMixin:
+    """The same mixin with @override, as a mixin that inherits nothing can only carry at run time."""
+
+    @override
+    def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> None:  # type: ignore[misc]  # pyright: ignore[reportGeneralTypeIssues]  # no base of the mixin defines touch
+        self.touched = len(keys)
+
+
+def test_mixin_contract_methods_need_override() -> None:
+    with pytest.raises(ContractDefinitionError) as raised:
+        type("Mixed", (TouchMixin, RecordingManager), {})
+    message = str(raised.value)
+    assert (
+        "Mixed overrides without @override: touch (from mixin "
+        "tests.contracts.test_override_enforcement.TouchMixin, overrides "
+        "tests.contracts.conftest.RecordingManager.touch)"
+    ) in message
+    assert "should inherit the contract" in message
+
+
+def test_mixin_contract_methods_need_override_with_checks_off_too() -> None:
+    configure(checks=False)
+    try:
+        with pytest.raises(ContractDefinitionError, match=r"touch \(from mixin"):
+            type("Mixed", (TouchMixin, RecordingManager), {})
+    finally:
+        configure(checks=True)
+
+
+def test_mixin_contract_methods_are_wrapped_like_any_other(
+    checks: bool, ctx: ReqContext, keys: list[OffloadKey]
+) -> None:
+    class Mixed(MarkedTouchMixin, RecordingManager):
+        pass
+
+    class Derived(Mixed):
+        pass
+
+    for cls in (Mixed, Derived):
+        instance = cls()
+        instance.touch(keys, ctx)
+        assert getattr(instance, "touched") == len(keys)
+        if checks:
+            with pytest.raises(ContractViolation, match=rf"called on .*\b{cls.__name__}\.touch: parameter 'keys'"):
+                instance.touch(set(keys), ctx)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+        else:
+            instance.touch(set(keys), ctx)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    assert ("touch" in Mixed.__dict__) is checks
+    assert MarkedTouchMixin.__dict__["touch"].__code__.co_filename == __file__  # the mixin itself is untouched
+
+
+def test_mixin_wrappers_follow_configure(ctx: ReqContext, keys: list[OffloadKey]) -> None:
+    class Mixed(MarkedTouchMixin, RecordingManager):
+        pass
+
+    configure(checks=False)
+    try:
+        assert "touch" not in Mixed.__dict__
+        Mixed().touch(set(keys), ctx)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    finally:
+        configure(checks=True)
+    with pytest.raises(ContractViolation):
+        Mixed().touch(set(keys), ctx)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+
+
+def test_mixins_that_implement_no_contract_method_are_left_alone() -> None:
+    class Labels:
+        def __repr__(self) -> str:  # type: ignore[explicit-override]  # pyright: ignore[reportImplicitOverride]  # a library mixin, outside our rules
+            return "labelled"
+
+        def label(self) -> str:
+            return "x"
+
+    mixed = type("Mixed", (Labels, RecordingManager), {})
+    assert repr(mixed()) == "labelled"
+    assert "label" not in mixed.__dict__
