@@ -14,7 +14,8 @@ from kvcontract.lint.annotations import ClassType, is_subtype, render, type_of
 from kvcontract.lint.body_rules import iterable_reuses, redundant_materializations
 from kvcontract.lint.decorators import DecoratorKind, effective_def
 from kvcontract.lint.finding import Finding, Unwrap
-from kvcontract.lint.resolve import ClassInfo, Resolver
+from kvcontract.lint.override_rules import EXEMPT
+from kvcontract.lint.resolve import ClassInfo, Resolver, Unknown
 from kvcontract.lint.summary import DefSummary, ModuleSummary
 
 __all__ = ["CONTRACT_ROOT", "ContractChecker"]
@@ -121,6 +122,76 @@ class ContractChecker:
                 if effective is None or DecoratorKind.DESCRIPTOR in effective.kinds or DecoratorKind.PROPERTY in effective.kinds:
                     continue
                 yield from self._check_method(summary, contract, effective.definition)
+
+    def mixin_findings(self, summary: ModuleSummary) -> Iterator[Finding]:
+        """KVC001 for contract methods a class takes from a plain mixin that lacks ``@override``.
+
+        The mixin inherits no contract, so no checker sees its method override anything; the
+        override happens in the class that puts the mixin before a contract, so the finding is
+        reported there (once: a subclass of that class is not reported again), as
+        :mod:`kvcontract.enforce` raises there at run time.
+        """
+        if not self.extra and self.resolver.modules.get("kvcontract.contracts.base") is None:
+            return
+        for index, cls in enumerate(summary.classes):
+            info = self.resolver.source_class(summary, index)
+            if self.is_contract(info):
+                continue
+            mro = self.resolver.mro(info)
+            contracts = [e for e in mro[1:] if isinstance(e, ClassInfo) and self.is_contract(e)]
+            if not contracts:
+                continue
+            for name in sorted(self._contract_names(contracts)):
+                if name in info.names or name in EXEMPT:
+                    continue
+                mixin = self._mixin_providing(mro, name)
+                if mixin is None:
+                    continue
+                contract = next(k for k in contracts if k.source is not None and any(d.name == name for d in k.source.defs))
+                yield Finding(
+                    summary.path,
+                    cls.line,
+                    cls.col + 1,
+                    "KVC001",
+                    f"class {cls.name!r} takes {name!r} from mixin {mixin.key}, which overrides contract "
+                    f"method {contract.name}.{name} without @override; decorate it there (and let the "
+                    "mixin inherit the contract so type checkers see the base)",
+                )
+
+    def _contract_names(self, contracts: Sequence[ClassInfo]) -> set[str]:
+        """The public method names the contracts define, as :mod:`kvcontract.enforce` wraps them."""
+        return {
+            d.name
+            for k in contracts
+            if k.source is not None
+            for d in k.source.defs
+            if not d.name.startswith("_") or (d.name.endswith("__") and d.name != "__init_subclass__")
+        }
+
+    def _mixin_providing(self, mro: Sequence[ClassInfo | Unknown], name: str) -> ClassInfo | None:
+        """The plain mixin whose unmarked ``name`` the class's MRO meets first, if it is one.
+
+        ``None`` when a class in between implements a contract (it was checked itself), when
+        the provider is a contract class, or when it cannot be seen from source.
+        """
+        for entry in mro[1:]:
+            if isinstance(entry, Unknown):
+                return None
+            if name not in entry.names:
+                if any(isinstance(e, ClassInfo) and self.is_contract(e) for e in self.resolver.mro(entry)):
+                    return None  # a contract implementation between: reported on its own class
+                continue
+            if entry.source is None or entry.summary is None or any(
+                isinstance(e, ClassInfo) and (self.is_contract(e) or e.key == CONTRACT_ROOT)
+                for e in self.resolver.mro(entry)
+            ):
+                return None
+            defs = [d for d in entry.source.defs if d.name == name]
+            if not defs:
+                return None
+            effective = effective_def(self.resolver, entry.summary, defs)
+            return None if effective is None or effective.has_override else entry
+        return None
 
     def _contract_node(self, contract: ClassInfo, name: str) -> FunctionNode | None:
         assert contract.summary is not None and contract.source is not None

@@ -161,3 +161,45 @@ def test_configured_contract_bases(tmp_path: Path) -> None:
     assert found(lint_tree(tmp_path, select=("KVC006",)), tmp_path) == set()
     configured = lint_tree(tmp_path, select=("KVC006",), contract_bases=("proto.Policy",))
     assert found(configured, tmp_path) == {("impl.py", 4, "KVC006")}
+
+
+MIXIN = """\
+from collections.abc import Sequence
+
+from kvcontract import OffloadKey, ReqContext
+
+
+class TouchMixin:
+    def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> None:
+        return None
+
+    def helper(self) -> int:
+        return 0
+"""
+
+MIXED = HEADER.replace("class Manager(OffloadingManager):", "from mixin import TouchMixin\n\n\nclass Manager(TouchMixin, OffloadingManager):")
+
+
+def test_kvc001_for_a_contract_method_taken_from_a_plain_mixin(tmp_path: Path) -> None:
+    body = "".join(v for k, v in GOOD.items() if k != "touch")
+    source = MIXED + body + "\n\nclass Derived(Manager):\n    pass\n"
+    write_tree(tmp_path, {"mixin.py": MIXIN, "impl.py": source})
+    findings = lint_tree(tmp_path)
+    line = source.splitlines().index("class Manager(TouchMixin, OffloadingManager):") + 1
+    assert found(findings, tmp_path) == {("impl.py", line, "KVC001")}
+    (finding,) = findings
+    assert finding.message.startswith(
+        "class 'Manager' takes 'touch' from mixin mixin.TouchMixin, which overrides contract "
+        "method OffloadingManager.touch without @override"
+    )
+
+
+def test_a_mixin_method_with_override_or_shadowed_by_the_class_is_clean(tmp_path: Path) -> None:
+    marked = MIXIN.replace("    def touch", "    @override\n    def touch").replace(
+        "from kvcontract", "from typing_extensions import override\n\nfrom kvcontract"
+    )
+    body = "".join(v for k, v in GOOD.items() if k != "touch")
+    write_tree(tmp_path, {"mixin.py": marked, "impl.py": MIXED + body})
+    assert found(lint_tree(tmp_path, ["impl.py"]), tmp_path) == set()
+    write_tree(tmp_path, {"mixin.py": MIXIN, "impl.py": MIXED + "".join(GOOD.values())})
+    assert found(lint_tree(tmp_path, ["impl.py"]), tmp_path) == set()
