@@ -80,6 +80,9 @@ def build_tier(tier: FileTierConfig, config: KVContractConfig, host_blocks: torc
         host_blocks,
         policy=tier.policy.kind,
         io_threads=tier.io_threads,
+        umask=tier.umask,
+        trust_shared_root=tier.trust_shared_root,
+        enable_events=tier.enable_events,
     )
 
 

@@ -227,13 +227,32 @@ class CPUManagerConfig(_Model):
 
 
 class FileTierConfig(_Model):
-    """Blocks as files under ``path``, with their own capacity and eviction policy."""
+    """Blocks as files under ``path``, with their own capacity and eviction policy.
+
+    ``umask`` sets the modes of what the tier creates (``0o077``: files 0600, directories
+    0700; ``0o007`` shares them with a group); octal strings such as ``"007"`` are read as
+    octal. ``path`` must belong to this user and be writable by no one the umask leaves
+    out, unless ``trust_shared_root`` says everyone who can write it is trusted (docs/file-tier.md).
+    """
 
     kind: Literal["file"] = "file"
     path: Path
     capacity: Capacity
     policy: PolicyConfig = PolicyConfig()
     io_threads: int = Field(default=4, ge=1)
+    umask: int = Field(default=0o077, ge=0, le=0o077, description="Permission bits the tier never grants.")
+    trust_shared_root: bool = False
+    enable_events: bool = False
+
+    @field_validator("umask", mode="before")
+    @classmethod
+    def _octal_string(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip():
+            digits = value.strip().lower().removeprefix("0o")
+            if not digits or digits.strip("01234567"):
+                raise ValueError(f"umask {value!r} is not octal: write it like 0o077 or \"077\"")
+            return int(digits, 8)
+        return value
 
 
 TierConfig = Annotated[Union[FileTierConfig], Field(discriminator="kind")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
@@ -21,7 +22,7 @@ from kvcontract.contracts.request import LookupResult
 from kvcontract.contracts.tier import SecondaryTier, TierJob
 from kvcontract.contracts.values import BlockStatus, OffloadingEvent, TransferResult
 from kvcontract.policies import get_policy
-from kvcontract.tiers.block_dir import BlockDirectory
+from kvcontract.tiers.block_dir import DEFAULT_UMASK, BlockDirectory
 from kvcontract.tiers.block_file import delete_block, read_block, write_block
 from kvcontract.tiers.io_pool import PriorityThreadPool, Task
 
@@ -75,6 +76,13 @@ class FileTier(SecondaryTier):
     sharing ``root`` each index what they found at start and what they stored, each within
     its own capacity; :meth:`lookup` never reads the disk, so a block another process wrote
     later is seen at the next start, and one it evicted reads as a miss.
+
+    Files are created ``0o666 & ~umask`` and directories ``0o777 & ~umask`` (0600 and 0700
+    by default; ``0o007`` shares them with a group). The root must belong to this user and
+    be writable by no one the umask leaves out, unless ``trust_shared_root``; nothing inside
+    it is followed through a symlink, and anything but a regular file where a block belongs
+    is corrupt (see ``docs/file-tier.md`` for the threat model). Events are recorded only with
+    ``enable_events``, so a tier whose events nobody takes holds none.
     """
 
     def __init__(
@@ -85,6 +93,9 @@ class FileTier(SecondaryTier):
         *,
         policy: str | CachePolicy = "lru",
         io_threads: int = 4,
+        umask: int = DEFAULT_UMASK,
+        trust_shared_root: bool = False,
+        enable_events: bool = False,
     ) -> None:
         if capacity < 1:
             raise ValueError(f"FileTier capacity must be at least 1 block, got {capacity}")
@@ -93,15 +104,15 @@ class FileTier(SecondaryTier):
         self._rows = host_blocks.numpy()
         self._block_bytes = int(host_blocks.shape[1])
         self._capacity = capacity
-        self._dir = BlockDirectory(Path(root))
         self._policy = _make_policy(policy, capacity)
+        self._dir = BlockDirectory(Path(root), umask=umask, trust_shared_root=trust_shared_root)
         self._lock = threading.Lock()
         self._block_ids = itertools.count()
-        self._events: list[OffloadingEvent] = []
+        self._events: list[OffloadingEvent] | None = [] if enable_events else None
         self._finished: list[TransferResult] = []
         self._active_jobs: set[int] = set()
         self._deleting: dict[OffloadKey, int] = {}
-        self._parked: dict[OffloadKey, list[Task]] = {}
+        self._stores_behind_delete: dict[OffloadKey, list[Task]] = {}
         self._closed = False
         self._rebuild_index()
         self._pool = PriorityThreadPool(io_threads, name="file-tier")
@@ -159,7 +170,7 @@ class FileTier(SecondaryTier):
                 self._policy.insert(key, block)
                 task = functools.partial(self._store_block, progress, key, block, host_id)
                 if key in self._deleting:
-                    self._parked.setdefault(key, []).append(task)
+                    self._stores_behind_delete.setdefault(key, []).append(task)
                 else:
                     self._pool.submit(_WRITE, task)
             if not new:
@@ -211,8 +222,10 @@ class FileTier(SecondaryTier):
 
     @override
     def take_events(self) -> list[OffloadingEvent]:
-        """Blocks stored, found at start, evicted or found unreadable since the last call."""
+        """Blocks stored, found at start, evicted or found unreadable since the last call (with ``enable_events``)."""
         with self._lock:
+            if not self._events:
+                return []
             events, self._events = self._events, []
         return events
 
@@ -224,6 +237,7 @@ class FileTier(SecondaryTier):
                 return
             self._closed = True
         self._pool.shutdown()
+        self._dir.close()
 
     def _rebuild_index(self) -> None:
         found = sorted(
@@ -232,13 +246,13 @@ class FileTier(SecondaryTier):
         )
         excess = max(0, len(found) - self._capacity)
         for block in found[:excess]:
-            delete_block(self._dir.path_of(block.key))
+            self._delete_file(block.key)
         kept = found[excess:]
         for block in kept:
             self._policy.insert(block.key, BlockStatus(next(self._block_ids), ref_cnt=0))
             self._policy.mark_evictable(block.key)
         if kept:
-            self._events.append(OffloadingEvent([b.key for b in kept], MEDIUM, removed=False))
+            self._record([b.key for b in kept], removed=False)
 
     def _check_host_block_ids(self, job: TierJob) -> None:
         count = int(self._host.shape[0])
@@ -268,31 +282,41 @@ class FileTier(SecondaryTier):
         if victims is None:
             return False
         keys = [key for key, _ in victims]
-        self._events.append(OffloadingEvent(keys, MEDIUM, removed=True))
+        self._record(keys, removed=True)
         for key in keys:
             self._deleting[key] = self._deleting.get(key, 0) + 1
-            self._pool.submit(_WRITE, functools.partial(self._delete_file, key))
+            self._pool.submit(_WRITE, functools.partial(self._delete_evicted, key))
         return True
 
+    def _record(self, keys: list[OffloadKey], *, removed: bool) -> None:
+        """Record an event if events are enabled. Lock held (or not yet shared, at start)."""
+        if self._events is not None:
+            self._events.append(OffloadingEvent(keys, MEDIUM, removed=removed))
+
     def _delete_file(self, key: OffloadKey) -> None:
-        """Delete an evicted block's file, then release the stores of that key parked behind it."""
-        delete_block(self._dir.path_of(key))
+        """Delete the file of ``key``; a shard directory missing or not a directory holds nothing to delete."""
+        with contextlib.suppress(OSError), self._dir.locate(key) as location:
+            delete_block(location)
+
+    def _delete_evicted(self, key: OffloadKey) -> None:
+        """Delete an evicted block's file, then release the stores of that key queued behind it."""
+        self._delete_file(key)
         with self._lock:
             left = self._deleting[key] - 1
             if left:
                 self._deleting[key] = left
                 return
             del self._deleting[key]
-            for task in self._parked.pop(key, []):
+            for task in self._stores_behind_delete.pop(key, []):
                 self._pool.submit(_WRITE, task)
 
     def _store_block(
         self, progress: _JobProgress, key: OffloadKey, block: BlockStatus, host_id: int
     ) -> None:
         started = time.perf_counter()
-        path = self._dir.path_of(key)
         try:
-            write_block(path, BlockDirectory.new_temp_path(path), key, memoryview(self._rows[host_id]))
+            with self._dir.locate(key, create=True) as location:
+                write_block(location, key, memoryview(self._rows[host_id]))
             ok = True
         except Exception as exc:
             ok = False
@@ -312,7 +336,8 @@ class FileTier(SecondaryTier):
     ) -> None:
         started = time.perf_counter()
         try:
-            read_block(self._dir.path_of(key), key, memoryview(self._rows[host_id]))
+            with self._dir.locate(key) as location:
+                read_block(location, key, memoryview(self._rows[host_id]))
             ok = True
         except Exception as exc:
             ok = False
@@ -323,7 +348,7 @@ class FileTier(SecondaryTier):
             indexed = self._policy.get(key) is block
             if not ok and indexed:
                 self._policy.remove(key)
-                self._events.append(OffloadingEvent([key], MEDIUM, removed=True))
+                self._record([key], removed=True)
             elif indexed and block.ref_cnt == 0:
                 self._policy.mark_evictable(key)
             self._block_done(progress, ok, started)
@@ -343,7 +368,7 @@ class FileTier(SecondaryTier):
         """Report a job as finished. Lock held."""
         if progress.stored_keys:
             stored = [key for key in progress.store_order if key in progress.stored_keys]
-            self._events.append(OffloadingEvent(stored, MEDIUM, removed=False))
+            self._record(stored, removed=False)
         seconds = time.perf_counter() - progress.started if progress.transfer_bytes else 0.0
         self._finished.append(
             TransferResult(progress.job_id, progress.success, progress.transfer_bytes, seconds)

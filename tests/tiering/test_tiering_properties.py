@@ -24,7 +24,7 @@ from kvcontract import BlockIdsSpec, LookupResult, OffloadKey, ReqContext, make_
 from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
 from kvcontract.tiers import FileTier
 from kvcontract.tiers.block_dir import BlockDirectory
-from kvcontract.tiers.block_file import write_block
+from kvcontract.tiers.block_file import BlockLocation, write_block
 
 HOST_BLOCKS = 2
 TIER_BLOCKS = 6
@@ -46,11 +46,11 @@ class Faults:
     fail_writes = False
 
 
-def flaky_write_block(path: str, temp_path: str, key: OffloadKey, payload: memoryview) -> None:
+def flaky_write_block(location: BlockLocation, key: OffloadKey, payload: memoryview) -> None:
     """The tier's write, failing while ``Faults.fail_writes`` is set."""
     if Faults.fail_writes:
         raise OSError("injected write failure")
-    write_block(path, temp_path, key, payload)
+    write_block(location, key, payload)
 
 
 class TieringMachine(RuleBasedStateMachine):

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ import torch
 from kvcontract import CachePolicy, OffloadKey, TransferResult, make_offload_key
 from kvcontract.tiers import FileTier
 
+T = TypeVar("T")
 BLOCK_BYTES = 4096
 HOST_BLOCKS = 16
 WRITE_BLOCK = "kvcontract.tiers.file_tier.write_block"
@@ -23,10 +25,16 @@ DELETE_BLOCK = "kvcontract.tiers.file_tier.delete_block"
 """Where the file tier looks up its block I/O functions: the targets of fault injection."""
 _DRAIN_LIMIT_S = 60.0
 """Guard against a hang only: jobs finish in milliseconds."""
+HANG_LIMIT_S = 10.0
+"""How long a call that must not hang may take before the test fails (it takes milliseconds)."""
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="giving a directory to another user or making a device node needs root"
+)
 
 
 class MakeTier(Protocol):
-    """Builds a file tier; unset arguments default to the test's root and host buffer."""
+    """Builds a file tier that records events; unset arguments default to the test's root and host buffer."""
 
     def __call__(
         self,
@@ -36,6 +44,7 @@ class MakeTier(Protocol):
         host_blocks: torch.Tensor | None = None,
         policy: str | CachePolicy = "lru",
         io_threads: int = 4,
+        enable_events: bool = True,
     ) -> FileTier: ...
 
 
@@ -62,6 +71,26 @@ def drain(tier: FileTier, job_ids: Collection[int]) -> dict[int, TransferResult]
         assert time.monotonic() < deadline, f"jobs {set(job_ids) - set(results)} never finished"
         time.sleep(0.001)
     return results
+
+
+def finishes(call: Callable[[], T], limit_s: float = HANG_LIMIT_S) -> T:
+    """The result of ``call``, run on a thread; fails the test, rather than hanging it, past ``limit_s``."""
+    outcome: list[T] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    assert not thread.is_alive(), f"{call} still runs after {limit_s} s: it hangs"
+    if errors:
+        raise errors[0]
+    return outcome[0]
 
 
 class Gate:
@@ -114,6 +143,7 @@ def make_tier(tmp_path: Path, host: torch.Tensor) -> Iterator[MakeTier]:
         host_blocks: torch.Tensor | None = None,
         policy: str | CachePolicy = "lru",
         io_threads: int = 4,
+        enable_events: bool = True,
     ) -> FileTier:
         tier = FileTier(
             tmp_path / "cache" if root is None else root,
@@ -121,6 +151,7 @@ def make_tier(tmp_path: Path, host: torch.Tensor) -> Iterator[MakeTier]:
             host if host_blocks is None else host_blocks,
             policy=policy,
             io_threads=io_threads,
+            enable_events=enable_events,
         )
         tiers.append(tier)
         return tier

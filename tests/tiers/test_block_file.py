@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,40 +12,53 @@ import xxhash
 
 from kvcontract import make_offload_key
 from kvcontract.tiers import block_file
-from kvcontract.tiers.block_file import CorruptBlockError, read_block, read_header, write_block
+from kvcontract.tiers.block_file import BlockLocation, CorruptBlockError, read_block, read_header, write_block
 
 KEY = make_offload_key(b"k" * 16, 3)
 PAYLOAD = bytes(range(256)) * 4
 
 
-def write(tmp_path: Path, payload: bytes = PAYLOAD) -> str:
-    """Write ``payload`` as the block of ``KEY`` in ``tmp_path``; its path."""
-    path = str(tmp_path / "block.kvb")
-    write_block(path, str(tmp_path / ".tmp"), KEY, memoryview(payload))
-    return path
+@pytest.fixture
+def at(tmp_path: Path) -> Iterator[BlockLocation]:
+    """Where the test's block file belongs: ``block.kvb`` in ``tmp_path``, opened as a directory."""
+    directory = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    yield BlockLocation(directory, "block.kvb")
+    os.close(directory)
 
 
-def test_round_trip_and_no_temporary_file_left(tmp_path: Path) -> None:
-    path = write(tmp_path)
+@pytest.fixture
+def path(tmp_path: Path) -> str:
+    """The path of the test's block file."""
+    return str(tmp_path / "block.kvb")
+
+
+def write(at: BlockLocation, payload: bytes = PAYLOAD) -> None:
+    """Write ``payload`` as the block of ``KEY`` at ``at``."""
+    write_block(at, KEY, memoryview(payload))
+
+
+def test_round_trip_and_no_temporary_file_left(tmp_path: Path, at: BlockLocation) -> None:
+    write(at)
     out = bytearray(len(PAYLOAD))
-    read_block(path, KEY, memoryview(out))
+    read_block(at, KEY, memoryview(out))
     assert out == PAYLOAD
     assert os.listdir(tmp_path) == ["block.kvb"]
 
 
-def test_header_reports_key_length_and_checksum(tmp_path: Path) -> None:
-    header = read_header(write(tmp_path))
+def test_header_reports_key_length_and_checksum(path: str, at: BlockLocation) -> None:
+    write(at)
+    header = read_header(at)
     assert header.key == KEY
     assert header.payload_len == len(PAYLOAD)
     assert header.checksum == block_file.checksum(memoryview(PAYLOAD))
-    assert header.file_size == os.path.getsize(tmp_path / "block.kvb")
+    assert header.file_size == os.path.getsize(path)
 
 
-def test_rewrite_replaces_the_whole_file(tmp_path: Path) -> None:
-    write(tmp_path)
-    path = write(tmp_path, PAYLOAD[::-1])
+def test_rewrite_replaces_the_whole_file(at: BlockLocation) -> None:
+    write(at)
+    write(at, PAYLOAD[::-1])
     out = bytearray(len(PAYLOAD))
-    read_block(path, KEY, memoryview(out))
+    read_block(at, KEY, memoryview(out))
     assert out == PAYLOAD[::-1]
 
 
@@ -76,58 +89,60 @@ DAMAGES: dict[str, tuple[Callable[[str], object], str]] = {
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
-def test_damage_is_detected_and_the_file_deleted(tmp_path: Path, damage: str) -> None:
+def test_damage_is_detected_and_the_file_deleted(path: str, at: BlockLocation, damage: str) -> None:
     damage_file, message = DAMAGES[damage]
-    path = write(tmp_path)
+    write(at)
     damage_file(path)
     with pytest.raises(CorruptBlockError, match=message):
-        read_block(path, KEY, memoryview(bytearray(len(PAYLOAD))))
+        read_block(at, KEY, memoryview(bytearray(len(PAYLOAD))))
     assert not os.path.exists(path)
 
 
-def test_reading_with_another_block_size_is_corrupt(tmp_path: Path) -> None:
-    path = write(tmp_path)
+def test_reading_with_another_block_size_is_corrupt(at: BlockLocation) -> None:
+    write(at)
     with pytest.raises(CorruptBlockError, match="payload of 1024 bytes, expected 512"):
-        read_block(path, KEY, memoryview(bytearray(512)))
+        read_block(at, KEY, memoryview(bytearray(512)))
 
 
-def test_missing_file_is_file_not_found(tmp_path: Path) -> None:
+def test_missing_file_is_file_not_found(at: BlockLocation) -> None:
     with pytest.raises(FileNotFoundError):
-        read_block(str(tmp_path / "absent.kvb"), KEY, memoryview(bytearray(4)))
+        read_block(at, KEY, memoryview(bytearray(4)))
 
 
-def test_truncated_header_scan_deletes_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path)
+def test_truncated_header_scan_deletes_the_file(path: str, at: BlockLocation) -> None:
+    write(at)
     os.truncate(path, HEADER + 1)
     with pytest.raises(CorruptBlockError, match="size does not match"):
-        read_header(path)
+        read_header(at)
     assert not os.path.exists(path)
 
 
-def test_a_replaced_corrupt_file_is_not_deleted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_replaced_corrupt_file_is_not_deleted(
+    path: str, at: BlockLocation, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A writer that renames a new file into place while a reader finds the old one corrupt keeps it."""
-    path = write(tmp_path)
+    write(at)
     flip(path, HEADER + 1)
     real_hasher = xxhash.xxh3_64
 
     def hasher_after_rewrite() -> xxhash.xxh3_64:
         monkeypatch.setattr(xxhash, "xxh3_64", real_hasher)
-        write(tmp_path)
+        write(at)
         return real_hasher()
 
     monkeypatch.setattr(xxhash, "xxh3_64", hasher_after_rewrite)
     with pytest.raises(CorruptBlockError, match="checksum"):
-        read_block(path, KEY, memoryview(bytearray(len(PAYLOAD))))
+        read_block(at, KEY, memoryview(bytearray(len(PAYLOAD))))
     out = bytearray(len(PAYLOAD))
-    read_block(path, KEY, memoryview(out))
+    read_block(at, KEY, memoryview(out))
     assert out == PAYLOAD
 
 
-def test_blocks_larger_than_one_read_chunk(tmp_path: Path) -> None:
+def test_blocks_larger_than_one_read_chunk(path: str, at: BlockLocation) -> None:
     payload = bytes(range(251)) * 4000
-    path = write(tmp_path, payload)
+    write(at, payload)
     out = bytearray(len(payload))
-    read_block(path, KEY, memoryview(out))
+    read_block(at, KEY, memoryview(out))
     assert out == payload
     damages: list[tuple[Callable[[str], object], str]] = [
         (lambda p: flip(p, HEADER + 700_000), "checksum"),
@@ -135,19 +150,35 @@ def test_blocks_larger_than_one_read_chunk(tmp_path: Path) -> None:
         (lambda p: Path(p).write_bytes(Path(p).read_bytes() + b"x"), "longer"),
     ]
     for damage_file, message in damages:
-        write(tmp_path, payload)
+        write(at, payload)
         damage_file(path)
         with pytest.raises(CorruptBlockError, match=message):
-            read_block(path, KEY, memoryview(out))
+            read_block(at, KEY, memoryview(out))
 
 
 def test_failed_write_removes_its_temporary_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, at: BlockLocation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def no_rename(src: str, dst: str) -> None:
+    def no_rename(src: str, dst: str, **dir_fds: int) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", no_rename)
     with pytest.raises(OSError, match="No space"):
-        write(tmp_path)
+        write(at)
     assert os.listdir(tmp_path) == []
+
+
+def test_files_are_created_with_the_location_mode(path: str, tmp_path: Path) -> None:
+    """The process umask cannot narrow (nor the default widen) the mode a tier asks for."""
+    directory = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        write(BlockLocation(directory, "block.kvb"))
+        assert os.stat(path).st_mode & 0o777 == 0o600
+        old_umask = os.umask(0o077)
+        try:
+            write(BlockLocation(directory, "block.kvb", file_mode=0o660))
+        finally:
+            os.umask(old_umask)
+        assert os.stat(path).st_mode & 0o777 == 0o660
+    finally:
+        os.close(directory)

@@ -19,6 +19,8 @@ from kvcontract import (
 )
 from kvcontract.policies import LRUPolicy
 from kvcontract.tiers import block_file
+from kvcontract.tiers.block_dir import BlockDirectory
+from kvcontract.tiers.block_file import BlockLocation
 from tests.tiers.conftest import (
     BLOCK_BYTES,
     READ_BLOCK,
@@ -109,6 +111,21 @@ def test_stored_keys_are_announced_in_job_order(make_tier: MakeTier, job_ids: It
     assert tier.take_events() == []
 
 
+def test_without_enable_events_nothing_is_recorded(
+    make_tier: MakeTier, host: torch.Tensor, job_ids: Iterator[int]
+) -> None:
+    """Events nobody takes must not pile up: stores, evictions, corrupt loads and a restart record none."""
+    tier = make_tier(capacity=2, enable_events=False)
+    for i in range(50):
+        store(tier, job_ids, [key(i)], [0])
+    os.truncate(BlockDirectory(tier.root).path_of(key(49)), 10)
+    assert not load(tier, job_ids, [key(49)], [1]).success
+    tier.shutdown()
+    restarted = make_tier(capacity=2, enable_events=False)
+    assert restarted.lookup(key(48)) is LookupResult.HIT
+    assert tier.take_events() == [] and restarted.take_events() == []
+
+
 def test_files_are_sharded_and_no_temporary_file_remains(
     make_tier: MakeTier, job_ids: Iterator[int], tmp_path: Path
 ) -> None:
@@ -137,8 +154,8 @@ def test_contract_calls_are_checked(make_tier: MakeTier) -> None:
 
 def test_host_block_ids_out_of_range_are_rejected(make_tier: MakeTier) -> None:
     tier = make_tier()
-    with pytest.raises(ValueError, match=r"host block ids \[16, -1\] are outside \[0, 16\)"):
-        tier.submit_store(TierJob(1, [key(0), key(1), key(2)], [0, 16, -1]))
+    with pytest.raises(ValueError, match=r"host block ids \[16, 17\] are outside \[0, 16\)"):
+        tier.submit_store(TierJob(1, [key(0), key(1), key(2)], [0, 16, 17]))
     with pytest.raises(ValueError, match="outside"):
         tier.submit_load(TierJob(2, [key(0)], [99]))
 
@@ -211,13 +228,13 @@ def test_loads_run_before_queued_stores(
     order: list[str] = []
     gate = Gate()
 
-    def write(path: str, temp: str, k: OffloadKey, payload: memoryview) -> None:
+    def write(at: BlockLocation, k: OffloadKey, payload: memoryview) -> None:
         order.append(f"store {k[7]}")
-        block_file.write_block(path, temp, k, payload)
+        block_file.write_block(at, k, payload)
 
-    def read(path: str, k: OffloadKey, out: memoryview) -> None:
+    def read(at: BlockLocation, k: OffloadKey, out: memoryview) -> None:
         order.append(f"load {k[7]}")
-        block_file.read_block(path, k, out)
+        block_file.read_block(at, k, out)
 
     monkeypatch.setattr(WRITE_BLOCK, gate.wrap(write))
     monkeypatch.setattr(READ_BLOCK, read)

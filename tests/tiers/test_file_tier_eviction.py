@@ -115,7 +115,8 @@ def test_a_key_stored_again_waits_for_the_deletion_of_its_old_file(
     gate.wait_entered()
     assert tier.lookup(key(0)) is LookupResult.HIT_PENDING
     old = bytearray(host.shape[1])
-    block_file.read_block(BlockDirectory(tier.root).path_of(key(0)), key(0), memoryview(old))
+    with BlockDirectory(tier.root).locate(key(0)) as location:
+        block_file.read_block(location, key(0), memoryview(old))
     assert torch.equal(
         torch.frombuffer(old, dtype=torch.uint8), pattern(100)
     ), "the new content was written before the old file was deleted"

@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from kvcontract import LookupResult, OffloadingEvent, OffloadKey, TierJob
-from kvcontract.tiers import FileTier
+from kvcontract.tiers import FileTier, block_file
 from kvcontract.tiers.block_dir import BlockDirectory
+from kvcontract.tiers.block_file import BlockLocation
 from tests.tiers.conftest import BLOCK_BYTES, READ_BLOCK, WRITE_BLOCK, MakeTier, drain, key, pattern
 from tests.tiers.helpers import fill, load, store
 
@@ -63,13 +64,16 @@ def test_a_damaged_block_fails_its_load_but_not_the_others(
     assert load(tier, job_ids, [key(0), key(2)], [11, 12]).success
 
 
-def test_a_write_into_a_broken_directory_fails_only_that_key(
-    make_tier: MakeTier, job_ids: Iterator[int]
+def test_a_failed_write_fails_only_that_key(
+    make_tier: MakeTier, job_ids: Iterator[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    def fail_key_1(at: BlockLocation, k: OffloadKey, payload: memoryview) -> None:
+        if k == key(1):
+            raise OSError(errno.EIO, "I/O error")
+        block_file.write_block(at, k, payload)
+
     tier = make_tier()
-    shard = path_of(tier, key(1)).parent.parent
-    shard.parent.mkdir(parents=True, exist_ok=True)
-    shard.write_bytes(b"a file where the shard directory belongs")
+    monkeypatch.setattr(WRITE_BLOCK, fail_key_1)
     result = store(tier, job_ids, [key(0), key(1)], [0, 1])
     assert not result.success
     assert result.transfer_bytes == BLOCK_BYTES
@@ -77,14 +81,14 @@ def test_a_write_into_a_broken_directory_fails_only_that_key(
     assert tier.lookup(key(1)) is LookupResult.MISS
     assert len(tier) == 1
     assert tier.take_events() == [OffloadingEvent([key(0)], "FILE", removed=False)]
-    shard.unlink()
+    monkeypatch.undo()
     assert store(tier, job_ids, [key(1)], [1]).success
 
 
 def test_an_injected_write_fault_fails_the_store(
     make_tier: MakeTier, job_ids: Iterator[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def disk_full(path: str, temp: str, k: OffloadKey, payload: memoryview) -> None:
+    def disk_full(at: BlockLocation, k: OffloadKey, payload: memoryview) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(WRITE_BLOCK, disk_full)
@@ -100,7 +104,7 @@ def test_an_injected_write_fault_fails_the_store(
 def test_an_unexpected_error_still_finishes_the_job(
     make_tier: MakeTier, host: torch.Tensor, job_ids: Iterator[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(path: str, k: OffloadKey, out: memoryview) -> None:
+    def broken(at: BlockLocation, k: OffloadKey, out: memoryview) -> None:
         raise RuntimeError("bug")
 
     tier = make_tier()
@@ -116,7 +120,7 @@ def test_an_unexpected_error_still_finishes_the_job(
 def test_no_temporary_files_survive_failed_renames(
     make_tier: MakeTier, job_ids: Iterator[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refuse(src: str, dst: str) -> None:
+    def refuse(src: str, dst: str, **dir_fds: int) -> None:
         raise OSError(errno.EIO, "I/O error")
 
     tier = make_tier()
