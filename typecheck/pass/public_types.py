@@ -20,7 +20,7 @@ from kvcontract import (
     offload_key_group,
     offload_key_hash,
 )
-from kvcontract.enforce import checked, checks_enabled
+from kvcontract.enforce import CHECK_MODES, CheckMode, checked, checks_enabled, checks_mode, configure
 from typecheck.fail._fixtures import GoodManager, ctx
 
 key = make_offload_key(b"block", 3)
@@ -48,6 +48,12 @@ def load_through_contract(contract: kvcontract.OffloadingManager) -> LoadStoreSp
 assert_type(manager.prepare_load(keys, ctx), kvcontract.BlockIdsSpec)
 assert_type(checked(manager, kvcontract.OffloadingManager), GoodManager)
 assert_type(checks_enabled(), bool)
+assert_type(checks_mode(), CheckMode)
+assert_type(CHECK_MODES, tuple[CheckMode, ...])
+configure(checks=True, full=True)
+configure(full=False)
+configure(checks=True)
+configure()
 
 assert_type(ctx.get_state(BlockStatus), BlockStatus | None)
 assert_type(TransferResult(1, True).transfer_bytes, int)
