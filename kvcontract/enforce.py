@@ -625,11 +625,20 @@ def _full_hint(hint: object) -> object:
 
 
 def _every(item: object) -> Callable[[object], bool]:
-    """A validator: every element of a re-iterable container satisfies ``item``."""
+    """A validator: every element of a re-iterable container satisfies ``item``.
+
+    Keys are the common case, and ``isinstance`` in a generator checks one in about 50 ns
+    where ``is_bearable`` takes about 1 us, so a plain class (or a NewType of one) gets it.
+    """
+    while (supertype := getattr(item, "__supertype__", None)) is not None:
+        item = supertype
+    kind = item if isinstance(item, type) and get_origin(item) is None else None
 
     def every(values: Any) -> bool:
         if isinstance(values, Iterator):
             return True  # reading a one-shot iterator would consume what the callee needs
+        if kind is not None:
+            return all(isinstance(value, kind) for value in values)
         return all(_is_bearable(value, item) for value in values)
 
     return every
