@@ -66,8 +66,8 @@ class BlockDirectory:
     """
 
     def __init__(self, root: Path, *, umask: int = DEFAULT_UMASK, trust_shared_root: bool = False) -> None:
-        self.file_mode = 0o666 & ~check_umask(umask)
-        self.dir_mode = 0o777 & ~umask
+        self.file_mode: int = 0o666 & ~check_umask(umask)
+        self.dir_mode: int = 0o777 & ~umask
         existed = root.exists()
         if existed and not root.is_dir():
             raise NotADirectoryError(f"file tier root {root} exists and is not a directory")
