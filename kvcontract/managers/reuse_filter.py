@@ -5,28 +5,30 @@ transfer bandwidth and pushes out blocks that would have been reused. This wrapp
 counts, in an LRU-bounded tracker, how many requests offered each key to
 ``prepare_store``, and forwards a key to the wrapped manager only from the
 ``store_threshold``-th request on.
+
+Its state stays bounded by traffic-independent sizes: the tracker by
+``max_tracker_size``; the admitted keys by what ``inner`` holds, since every way a key
+leaves ``inner`` reaches the filter (evictions in the outputs it forwards, evictions
+``inner`` makes on its own through :class:`~kvcontract.managers.evictions.ReportsEvictions`,
+failed stores, ``reset_cache``); the keys a request offered by the request, until
+``on_request_finished``.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass, field
 
 from typing_extensions import override
 
-from kvcontract.contracts import (
-    LoadStoreSpec,
-    LookupResult,
-    ManagerStats,
-    OffloadingEvent,
-    OffloadingManager,
-    OffloadKey,
-    PrepareStoreOutput,
-    ReqContext,
-)
+from kvcontract.contracts import OffloadingManager, OffloadKey, PrepareStoreOutput, ReqContext
+from kvcontract.managers.evictions import ReportsEvictions
+from kvcontract.managers.forwarding import ForwardingManager
 
 __all__ = ["FilterReusedOffloadingManager"]
+
+_NONE_COUNTED: frozenset[OffloadKey] = frozenset()
 
 
 @dataclass
@@ -36,13 +38,15 @@ class _OfferedKeys:
     keys: set[OffloadKey] = field(default_factory=set[OffloadKey])
 
 
-class FilterReusedOffloadingManager(OffloadingManager):
+class FilterReusedOffloadingManager(ForwardingManager):
     """Forwards a key to ``inner.prepare_store`` once ``store_threshold`` requests have offered it.
 
     A key is counted at most once per request. The tracker keeps the ``max_tracker_size``
-    most recently offered keys. A key the filter forwarded stays admitted until ``inner``
-    reports it evicted or its store failed, so a key ``inner`` holds is always in the
-    batch ``inner`` sees, and never evicted for it. Everything else goes to ``inner``.
+    most recently offered keys. A key the filter forwarded stays admitted while ``inner``
+    holds it, so it is always in the batch ``inner`` sees and never evicted for it; it
+    leaves when ``inner`` evicts it (in a forwarded output, or on its own and reported to
+    the filter), when its store fails, and at ``reset_cache``. Everything else goes to
+    ``inner``.
     """
 
     def __init__(
@@ -59,72 +63,61 @@ class FilterReusedOffloadingManager(OffloadingManager):
             )
         if type(max_tracker_size) is not int or max_tracker_size < 1:
             raise ValueError(f"max_tracker_size must be an int >= 1, got {max_tracker_size!r}")
-        missing = [
-            name
-            for name in ("lookup", "prepare_load", "touch", "prepare_store", "stats", "reset_cache")
-            if not callable(getattr(inner, name, None))
-        ]
-        if missing:
-            raise ValueError(f"inner must be an OffloadingManager; {inner!r} lacks {', '.join(missing)}")
-        self._inner = inner
+        super().__init__(inner)
         self._threshold = store_threshold
         self._limit = max_tracker_size
         self._seen: OrderedDict[OffloadKey, int] = OrderedDict()
         self._admitted: set[OffloadKey] = set()
         self._in_flight: set[OffloadKey] = set()
-
-    @property
-    def inner(self) -> OffloadingManager:
-        """The wrapped manager."""
-        return self._inner
+        if isinstance(inner, ReportsEvictions):
+            inner.add_eviction_listener(self._forget_evicted)
 
     def seen(self, key: OffloadKey) -> int:
         """How many requests have offered ``key`` (0 if the tracker has forgotten it)."""
         return self._seen.get(key, 0)
 
-    @override
-    def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
-        return self._inner.lookup(key, req_context)
+    @property
+    def admitted(self) -> Set[OffloadKey]:
+        """Keys forwarded without counting: those ``inner`` holds or is storing for this filter."""
+        return self._admitted
 
-    @override
-    def prepare_load(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> LoadStoreSpec:
-        return self._inner.prepare_load(keys, req_context)
-
-    @override
-    def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> None:
-        self._inner.touch(keys, req_context)
-
-    @override
-    def complete_load(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
-        self._inner.complete_load(keys, req_context)
+    def _forget_evicted(self, keys: Sequence[OffloadKey]) -> None:
+        """``inner`` evicted ``keys`` on its own (a tier promotion took their blocks)."""
+        self._admitted.difference_update(keys)
 
     @override
     def prepare_store(
         self, keys: Sequence[OffloadKey], req_context: ReqContext
     ) -> PrepareStoreOutput | None:
         offered = req_context.get_state(_OfferedKeys)
-        if offered is None:
-            offered = _OfferedKeys()
-            req_context.set_state(offered)
-        counted, seen, admitted = offered.keys, self._seen, self._admitted
-        threshold = self._threshold
+        counted = offered.keys if offered is not None else _NONE_COUNTED
+        seen, admitted, threshold = self._seen, self._admitted, self._threshold
         forward: list[OffloadKey] = []
+        first_offers: dict[OffloadKey, int] = {}
         for key in keys:
             if key in admitted:
                 forward.append(key)
                 continue
-            if key in counted:
+            count = first_offers.get(key)
+            if count is None:
                 count = seen.get(key, 0)
-            else:
-                counted.add(key)
-                count = seen.get(key, 0) + 1
-                seen[key] = count
-                seen.move_to_end(key)
+                if key not in counted:
+                    count += 1
+                    first_offers[key] = count
             if count >= threshold:
                 forward.append(key)
-        for _ in range(len(seen) - self._limit):
-            seen.popitem(last=False)
         output = self._inner.prepare_store(forward, req_context)
+        # The offers count only once inner has answered, so a prepare_store that raised changed nothing.
+        if first_offers:
+            if offered is None:
+                offered = _OfferedKeys()
+                req_context.set_state(offered)
+            offered.keys.update(first_offers)
+            for key, count in first_offers.items():
+                seen[key] = count
+                seen.move_to_end(key)
+            for _ in range(len(seen) - self._limit):
+                seen.popitem(last=False)
         if output is not None:
             admitted.update(output.keys_to_store)
             admitted.difference_update(output.evicted_keys)
@@ -144,23 +137,22 @@ class FilterReusedOffloadingManager(OffloadingManager):
 
     @override
     def on_request_finished(self, req_context: ReqContext) -> None:
+        """Forward, then forget which keys the request offered: it will offer none again."""
         self._inner.on_request_finished(req_context)
-
-    @override
-    def take_events(self) -> list[OffloadingEvent]:
-        return self._inner.take_events()
-
-    @override
-    def stats(self) -> ManagerStats:
-        return self._inner.stats()
+        offered = req_context.get_state(_OfferedKeys)
+        if offered is not None:
+            offered.keys.clear()
 
     @override
     def reset_cache(self) -> None:
-        self._inner.reset_cache()
+        """Clear ``inner``; only keys whose store is in flight stay admitted, as ``inner`` keeps those.
 
-    @override
-    def shutdown(self) -> None:
-        self._inner.shutdown()
+        A block that a load pins survives in ``inner`` too but loses its admission: it is
+        counted again like any key, and ``inner`` never stores a key it holds twice.
+        Reuse counts stay: they describe the traffic, not what ``inner`` holds.
+        """
+        self._inner.reset_cache()
+        self._admitted.intersection_update(self._in_flight)
 
     @override
     def __repr__(self) -> str:

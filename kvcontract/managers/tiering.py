@@ -97,6 +97,7 @@ class TieringOffloadingManager(OffloadingManager):
         self._job_ids = itertools.count(1)
         self._own = ReqContext("kvcontract-tiering")
         self._steps = 0
+        self._eviction_listeners: list[EvictionListener] = []
 
     @property
     def primary(self) -> OffloadingManager:
@@ -107,6 +108,10 @@ class TieringOffloadingManager(OffloadingManager):
     def tiers(self) -> list[SecondaryTier]:
         """The secondary tiers, in lookup order."""
         return [state.tier for state in self._tiers]
+
+    def add_eviction_listener(self, listener: EvictionListener) -> None:
+        """Call ``listener`` with the keys each promotion evicts from the primary: no caller sees those outputs."""
+        self._eviction_listeners.append(listener)
 
     @override
     def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
