@@ -29,6 +29,7 @@ from kvcontract.contracts import (
     TierJob,
     TransferResult,
 )
+from kvcontract.managers.evictions import EvictionListener
 
 __all__ = ["TierStats", "TieringOffloadingManager", "TieringStats"]
 
@@ -150,6 +151,9 @@ class TieringOffloadingManager(OffloadingManager):
         freed again, and the key leaves the prefix.
         """
         plan = self._primary.prepare_store([*prefix.keys, key], self._own)
+        if plan is not None and plan.evicted_keys:
+            for listener in self._eviction_listeners:
+                listener(plan.evicted_keys)
         if plan is None or key not in plan.keys_to_store:
             return LookupResult.MISS
         reserved = dict(zip(plan.keys_to_store, _block_ids(plan.store_spec)))
