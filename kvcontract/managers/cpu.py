@@ -6,6 +6,9 @@ the manager crosses into the policy once per request (``insert_many``, ``touch``
 ``evict``); lookups, pins and completions are the manager's own. Those three calls skip
 the runtime contract checks (:func:`kvcontract.enforce.unchecked`): the strict gate
 proves what the manager passes, and the manager checks ``evict``'s victims itself.
+
+A call that raises for misuse (a key never prepared or not being loaded, a duplicate, a
+store another request owns) changes nothing: completions check the whole batch first.
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ class CPUOffloadingManager(OffloadingManager):
     flight. ``reset_cache`` drops every readable block that no load is reading; pinned
     blocks and stores in flight stay. With ``enable_events`` the manager records an
     ``OffloadingEvent`` when blocks become readable (``complete_store``) and when they are
-    dropped (eviction, ``reset_cache``); ``take_events`` hands them over.
+    dropped (eviction, ``reset_cache``); ``take_events`` hands them over. A store in flight
+    belongs to the request (``req_id``) that prepared it: only that request completes it.
     """
 
     def __init__(
@@ -70,6 +74,8 @@ class CPUOffloadingManager(OffloadingManager):
         self._policy_evict = unchecked(policy.evict)
         self._policy_insert_many = unchecked(policy.insert_many)
         self._blocks: dict[OffloadKey, BlockStatus] = {}
+        self._owners: dict[OffloadKey, str] = {}
+        """The ``req_id`` that prepared each store in flight: its keys are the blocks with ``ref_cnt`` -1."""
         self._spare: list[BlockStatus] = []
         self._never_used = 0
         self._events: list[OffloadingEvent] | None = [] if enable_events else None
@@ -122,14 +128,23 @@ class CPUOffloadingManager(OffloadingManager):
     @override
     def complete_load(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
         blocks = self._blocks
-        for key in keys:
-            block = blocks.get(key)
-            if block is None or block.ref_cnt <= 0:
-                raise ValueError(
-                    f"complete_load: block {key!r} is not being loaded; call prepare_load() first"
-                )
-            block.ref_cnt -= 1
-            self._loaded += 1
+        done = list(keys)
+        try:
+            found = list(map(blocks.__getitem__, done))
+        except KeyError:
+            found = []
+        else:
+            # Unpin all, then undo all if one went below 0 (not pinned, in flight, or named more
+            # often than pinned): one pass on the common path, and atomic on misuse.
+            for block in found:
+                block.ref_cnt -= 1
+            if min(map(_REF_CNT, found), default=0) >= 0:
+                self._loaded += len(found)
+                return
+            for block in found:
+                block.ref_cnt += 1
+        why = _unloadable(done, list(map(blocks.get, done)))
+        raise ValueError(f"complete_load: {why}; nothing was unpinned")
 
     @override
     def prepare_store(
@@ -152,9 +167,11 @@ class CPUOffloadingManager(OffloadingManager):
             if self._events is not None:
                 self._events.append(OffloadingEvent(evicted_keys, MEDIUM, removed=True))
         fresh = self._allocate(len(new))
+        owners, owner = self._owners, req_context.req_id
         for key, block in zip(new, fresh):
             blocks[key] = block
             block.ref_cnt = -1
+            owners[key] = owner
         self._policy_insert_many(new, fresh)
         return PrepareStoreOutput(new, BlockIdsSpec(list(map(_BLOCK_ID, fresh))), evicted_keys)
 
@@ -166,26 +183,32 @@ class CPUOffloadingManager(OffloadingManager):
         done = list(keys)
         try:
             found = list(map(blocks.__getitem__, done))
-        except KeyError as missing:
-            raise ValueError(
-                f"complete_store: block {missing.args[0]!r} was never prepared; call prepare_store() first"
-            ) from None
+        except KeyError:
+            found = []
+        if len(found) != len(done) or len(set(done)) != len(done):
+            why = _unstorable(done, list(map(blocks.get, done)))
+            raise ValueError(f"complete_store: {why}; nothing was completed")
+        owners, caller = self._owners, req_context.req_id
+        pending = [key for key, block in zip(done, found) if block.ref_cnt < 0]
+        for key in pending:
+            if owners[key] != caller:
+                raise ValueError(
+                    f"complete_store: the store of block {key!r} belongs to {owners[key]!r}, not "
+                    f"{caller!r}; only the request that prepared a store completes it (nothing was completed)"
+                )
+        for key in pending:
+            del owners[key]
         if success:
-            if self._events is not None:
-                readable = [key for key, block in zip(done, found) if block.ref_cnt < 0]
-                if readable:
-                    self._events.append(OffloadingEvent(readable, MEDIUM, removed=False))
-            landed = [block for block in found if block.ref_cnt < 0]
-            for block in landed:
-                block.ref_cnt = 0
-            self._stored += len(landed)
+            if pending and self._events is not None:
+                self._events.append(OffloadingEvent(pending, MEDIUM, removed=False))
+            for key in pending:
+                blocks[key].ref_cnt = 0
+            self._stored += len(pending)
             return
-        for key, block in zip(done, found):
-            if block.ref_cnt < 0:
-                del blocks[key]
-                self._policy.remove(key)
-                self._spare.append(block)
-                self._failed_stores += 1
+        for key in pending:
+            self._policy.remove(key)
+            self._spare.append(blocks.pop(key))
+        self._failed_stores += len(pending)
 
     @override
     def take_events(self) -> list[OffloadingEvent]:
@@ -259,3 +282,30 @@ class CPUOffloadingManager(OffloadingManager):
         self._spare.extend(evicted)
         self._evicted += wanted
         return keys
+
+
+def _unloadable(keys: Sequence[OffloadKey], found: Sequence[BlockStatus | None]) -> str:
+    """Why ``complete_load`` cannot unpin ``keys``: the first key that is not pinned often enough."""
+    unpins: dict[OffloadKey, int] = {}
+    for key, block in zip(keys, found):
+        unpins[key] = unpins.get(key, 0) + 1
+        if block is None or unpins[key] > block.ref_cnt:
+            why = (
+                "it is not offloaded" if block is None
+                else "its store is still in flight" if block.ref_cnt < 0
+                else f"it is named {unpins[key]} times, pinned by {block.ref_cnt} loads"
+            )
+            return f"block {key!r} is not being loaded ({why}); complete each prepare_load() once"
+    raise AssertionError("complete_load refused a batch it could unpin")
+
+
+def _unstorable(keys: Sequence[OffloadKey], found: Sequence[BlockStatus | None]) -> str:
+    """Why ``complete_store`` refuses ``keys``: a key never prepared, or a key named twice."""
+    named: set[OffloadKey] = set()
+    for key, block in zip(keys, found):
+        if block is None:
+            return f"block {key!r} was never prepared (or its failed store was freed); call prepare_store() first"
+        if key in named:
+            return f"block {key!r} is named twice; name each key of a store once"
+        named.add(key)
+    raise AssertionError("complete_store refused a batch it could complete")

@@ -29,7 +29,6 @@ from kvcontract.contracts import (
     TierJob,
     TransferResult,
 )
-from kvcontract.managers.evictions import EvictionListener
 
 __all__ = ["TierStats", "TieringOffloadingManager", "TieringStats"]
 
@@ -98,7 +97,6 @@ class TieringOffloadingManager(OffloadingManager):
         self._job_ids = itertools.count(1)
         self._own = ReqContext("kvcontract-tiering")
         self._steps = 0
-        self._eviction_listeners: list[EvictionListener] = []
 
     @property
     def primary(self) -> OffloadingManager:
@@ -109,10 +107,6 @@ class TieringOffloadingManager(OffloadingManager):
     def tiers(self) -> list[SecondaryTier]:
         """The secondary tiers, in lookup order."""
         return [state.tier for state in self._tiers]
-
-    def add_eviction_listener(self, listener: EvictionListener) -> None:
-        """Call ``listener`` with the keys each promotion evicts from the primary: no caller sees those outputs."""
-        self._eviction_listeners.append(listener)
 
     @override
     def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
@@ -151,9 +145,6 @@ class TieringOffloadingManager(OffloadingManager):
         freed again, and the key leaves the prefix.
         """
         plan = self._primary.prepare_store([*prefix.keys, key], self._own)
-        if plan is not None and plan.evicted_keys:
-            for listener in self._eviction_listeners:
-                listener(plan.evicted_keys)
         if plan is None or key not in plan.keys_to_store:
             return LookupResult.MISS
         reserved = dict(zip(plan.keys_to_store, _block_ids(plan.store_spec)))
@@ -169,8 +160,9 @@ class TieringOffloadingManager(OffloadingManager):
 
     @override
     def prepare_load(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> LoadStoreSpec:
+        spec = self._primary.prepare_load(keys, req_context)  # first: a refused load changes nothing
         self._step()
-        return self._primary.prepare_load(keys, req_context)
+        return spec
 
     @override
     def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> None:
@@ -196,6 +188,12 @@ class TieringOffloadingManager(OffloadingManager):
         self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True
     ) -> None:
         stored = list(keys)
+        if self._promoting and not self._promoting.keys().isdisjoint(stored):
+            promoted = next(k for k in stored if k in self._promoting)
+            raise ValueError(
+                f"complete_store: block {promoted!r} is being promoted from a secondary tier by "
+                f"{self._own.req_id!r}, which completes it when the tier's job finishes; nothing was completed"
+            )
         self._primary.complete_store(stored, req_context, success)
         if success:
             self._cascade(stored)
@@ -209,7 +207,12 @@ class TieringOffloadingManager(OffloadingManager):
                 continue
             spec = self._primary.prepare_load(missing, self._own)
             job = next(self._job_ids)
-            if state.tier.submit_store(TierJob(job, missing, _block_ids(spec))):
+            try:
+                submitted = state.tier.submit_store(TierJob(job, missing, _block_ids(spec)))
+            except BaseException:
+                self._primary.complete_load(missing, self._own)  # a job that never started pins nothing
+                raise
+            if submitted:
                 state.cascades[job] = missing
             else:
                 state.counters.failed_jobs += 1
@@ -268,7 +271,12 @@ class TieringOffloadingManager(OffloadingManager):
             host_ids = [block for _, block in state.queued]
             state.queued.clear()
             job = next(self._job_ids)
-            if state.tier.submit_load(TierJob(job, keys, host_ids)):
+            try:
+                submitted = state.tier.submit_load(TierJob(job, keys, host_ids))
+            except BaseException:
+                self._finish_promotion(keys, success=False)  # frees the blocks reserved for it
+                raise
+            if submitted:
                 state.promotions[job] = keys
                 self._promoting.update(dict.fromkeys(keys, True))
             else:

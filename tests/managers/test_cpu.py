@@ -18,8 +18,9 @@ from kvcontract import (
     PrepareStoreOutput,
     ReqContext,
 )
-from kvcontract.managers import CPUOffloadingManager
+from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
 from kvcontract.policies import LRUPolicy
+from tests.managers.support import snapshot
 from tests.policies.support import POLICY_NAMES, key, keys
 
 REQUEST = ReqContext("request")
@@ -277,3 +278,70 @@ def test_duplicate_keys_in_one_batch_are_stored_once() -> None:
     manager = CPUOffloadingManager(4)
     output = manager.prepare_store(keys(1, 1, 2), REQUEST)
     assert output is not None and list(output.keys_to_store) == keys(1, 2)
+
+
+UNIVERSE = keys(*range(10))
+
+
+def test_complete_load_with_one_bad_key_unpins_nothing() -> None:
+    manager = CPUOffloadingManager(4)
+    stored(manager, 1, 2)
+    manager.prepare_load(keys(1, 2), REQUEST)
+    manager.prepare_store(keys(3), REQUEST)
+    before = snapshot(manager, UNIVERSE)
+    for batch, why in [
+        (keys(1, 9), "it is not offloaded"),
+        (keys(2, 3), "its store is still in flight"),
+        (keys(1, 1), "it is named 2 times, pinned by 1 loads"),
+    ]:
+        with pytest.raises(ValueError, match=rf"complete_load: block .* is not being loaded \({why}\).*nothing was unpinned"):
+            manager.complete_load(batch, REQUEST)
+        assert snapshot(manager, UNIVERSE) == before
+    manager.complete_load(iter(keys(2, 1)), REQUEST)
+    assert manager.stats().loaded == 2
+
+
+@pytest.mark.parametrize("success", [True, False])
+def test_duplicates_in_complete_store_are_a_value_error_that_changes_nothing(success: bool) -> None:
+    manager = CPUOffloadingManager(4, enable_events=True)
+    manager.prepare_store(keys(1, 2), REQUEST)
+    before = snapshot(manager, UNIVERSE)
+    with pytest.raises(ValueError, match="complete_store: block .* is named twice.*nothing was completed"):
+        manager.complete_store(keys(1, 2, 1), REQUEST, success=success)
+    with pytest.raises(ValueError, match="complete_store: block .* was never prepared"):
+        manager.complete_store(keys(2, 7), REQUEST, success=success)
+    assert snapshot(manager, UNIVERSE) == before
+    assert manager.take_events() == []
+    manager.complete_store(keys(1, 2), REQUEST, success=success)
+    stats = manager.stats()
+    assert (stats.stored, stats.failed_stores) == ((2, 0) if success else (0, 2))
+
+
+@pytest.mark.parametrize("success", [True, False])
+def test_only_the_request_that_prepared_a_store_completes_it(success: bool) -> None:
+    manager = CPUOffloadingManager(4)
+    owner, other = ReqContext("owner"), ReqContext("other")
+    manager.prepare_store(keys(1, 2), owner)
+    stored(manager, 3)
+    before = snapshot(manager, UNIVERSE)
+    with pytest.raises(ValueError, match=r"the store of block .* belongs to 'owner', not 'other'"):
+        manager.complete_store(keys(3, 1), other, success=success)
+    assert snapshot(manager, UNIVERSE) == before
+    manager.complete_store(keys(1, 2), ReqContext("owner"), success=success)
+    expected = LookupResult.HIT if success else LookupResult.MISS
+    assert manager.lookup(key(1), other) is expected
+
+
+def test_the_reuse_filter_forwards_refused_completions_unchanged() -> None:
+    inner = CPUOffloadingManager(4)
+    manager = FilterReusedOffloadingManager(inner)
+    for offer in range(2):
+        manager.prepare_store(keys(1), ReqContext(f"offer-{offer}"))
+    before = snapshot(inner, UNIVERSE)
+    with pytest.raises(ValueError, match="belongs to 'offer-1', not 'request'"):
+        manager.complete_store(keys(1), REQUEST, success=False)
+    with pytest.raises(ValueError, match="complete_load: block .* is not being loaded"):
+        manager.complete_load(keys(1), REQUEST)
+    assert snapshot(inner, UNIVERSE) == before
+    manager.complete_store(keys(1), ReqContext("offer-1"))
+    assert manager.lookup(key(1), REQUEST) is LookupResult.HIT

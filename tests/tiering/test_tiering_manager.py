@@ -17,6 +17,7 @@ from kvcontract import (
     LookupResult,
     OffloadKey,
     ReqContext,
+    TierJob,
     make_offload_key,
 )
 from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
@@ -193,8 +194,8 @@ def test_reset_cache_drains_in_flight_jobs_first() -> None:
     manager, primary, (tier,), host = setup()
     store(manager, host, [key(1)])
     timer = threading.Timer(0.05, tier.finish)
-    timer.start()
     started = time.perf_counter()
+    timer.start()
     manager.reset_cache()
     assert time.perf_counter() - started >= 0.04
     assert tier.pending == []
@@ -235,3 +236,70 @@ def test_cascades_do_not_count_as_lookups() -> None:
     assert tier.calls == ["store:2"]
     stats = manager.stats()
     assert (stats.hits, stats.misses) == (0, 0)
+
+
+def test_a_promotion_in_flight_is_completed_only_by_the_tiering_manager() -> None:
+    manager, primary, (tier,), host = setup()
+    tier.blocks[key(7)] = torch.full((BLOCK_BYTES,), 99, dtype=torch.uint8)
+    assert manager.lookup(key(7), ctx) is LookupResult.RETRY
+    for success in (True, False):
+        with pytest.raises(ValueError, match=r"block .* is being promoted from a secondary tier by 'kvcontract-tiering'"):
+            manager.complete_store([key(7)], ctx, success=success)
+        with pytest.raises(ValueError, match=r"belongs to 'kvcontract-tiering', not 'r'"):
+            primary.complete_store([key(7)], ctx, success=success)
+    assert primary.lookup(key(7), ctx) is LookupResult.HIT_PENDING
+    manager.on_request_finished(ctx)
+    tier.finish()
+    assert manager.lookup(key(7), ctx) is LookupResult.HIT
+    spec = manager.prepare_load([key(7)], ctx)
+    assert isinstance(spec, BlockIdsSpec)
+    assert bool((host[spec.block_ids[0]] == 99).all())
+
+
+def test_another_requests_store_and_a_bad_load_change_nothing_through_tiering() -> None:
+    manager, primary, (tier,), host = setup()
+    store(manager, host, [key(1)])
+    manager.prepare_load([key(1)], ctx)
+    other = ReqContext("other")
+    assert manager.prepare_store([key(2)], other) is not None
+    with pytest.raises(ValueError, match=r"the store of block .* belongs to 'other', not 'r'"):
+        manager.complete_store([key(2)], ctx)
+    with pytest.raises(ValueError, match=r"complete_load: block .* is not being loaded"):
+        manager.complete_load([key(1), key(3)], ctx)
+    with pytest.raises(ValueError, match=r"prepare_load: block .* is not offloaded"):
+        manager.prepare_load([key(1), key(3)], ctx)
+    assert tier.calls == ["store:1"]
+    block = primary.policy.get(key(1))
+    assert block is not None and block.ref_cnt == 2
+    assert primary.lookup(key(2), ctx) is LookupResult.HIT_PENDING
+
+
+class RaisingTier(ControlledTier):
+    """A tier whose submits raise, as a tier with a bug would."""
+
+    @override
+    def submit_store(self, job: TierJob) -> bool:
+        raise RuntimeError("injected tier bug")
+
+    @override
+    def submit_load(self, job: TierJob) -> bool:
+        raise RuntimeError("injected tier bug")
+
+
+def test_a_tier_submit_that_raises_leaves_no_block_pinned_or_reserved() -> None:
+    host = torch.zeros((1, BLOCK_BYTES), dtype=torch.uint8)
+    primary = CPUOffloadingManager(1)
+    tier = RaisingTier(host)
+    manager = TieringOffloadingManager(primary, [tier])
+    plan = manager.prepare_store([key(1)], ctx)
+    assert plan is not None
+    with pytest.raises(RuntimeError, match="injected tier bug"):
+        manager.complete_store([key(1)], ctx)
+    block = primary.policy.get(key(1))
+    assert block is not None and block.ref_cnt == 0
+    tier.blocks[key(2)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    assert manager.lookup(key(2), ctx) is LookupResult.RETRY
+    with pytest.raises(RuntimeError, match="injected tier bug"):
+        manager.on_request_finished(ctx)
+    assert primary.lookup(key(2), ctx) is LookupResult.MISS
+    assert primary.stats().used == 0
