@@ -29,6 +29,7 @@ from kvcontract.contracts import (
     TierJob,
     TransferResult,
 )
+from kvcontract.managers.evictions import EvictionListener
 
 __all__ = ["TierStats", "TieringOffloadingManager", "TieringStats"]
 
@@ -97,6 +98,7 @@ class TieringOffloadingManager(OffloadingManager):
         self._job_ids = itertools.count(1)
         self._own = ReqContext("kvcontract-tiering")
         self._steps = 0
+        self._eviction_listeners: list[EvictionListener] = []
 
     @property
     def primary(self) -> OffloadingManager:
@@ -107,6 +109,10 @@ class TieringOffloadingManager(OffloadingManager):
     def tiers(self) -> list[SecondaryTier]:
         """The secondary tiers, in lookup order."""
         return [state.tier for state in self._tiers]
+
+    def add_eviction_listener(self, listener: EvictionListener) -> None:
+        """Call ``listener`` with the keys each promotion evicts from the primary: no caller sees those outputs."""
+        self._eviction_listeners.append(listener)
 
     @override
     def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
@@ -145,6 +151,9 @@ class TieringOffloadingManager(OffloadingManager):
         freed again, and the key leaves the prefix.
         """
         plan = self._primary.prepare_store([*prefix.keys, key], self._own)
+        if plan is not None and plan.evicted_keys:
+            for listener in self._eviction_listeners:
+                listener(plan.evicted_keys)
         if plan is None or key not in plan.keys_to_store:
             return LookupResult.MISS
         reserved = dict(zip(plan.keys_to_store, _block_ids(plan.store_spec)))
