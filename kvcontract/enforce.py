@@ -71,7 +71,7 @@ ENV_VAR = "KVCONTRACT_CHECKS"
 """Environment variable read once, at the first class or call that needs it: ``off``, ``on`` (default) or ``full``."""
 
 _EXEMPT_FROM_OVERRIDE = frozenset({"__init__", "__new__", "__init_subclass__", "__post_init__"})
-_MACHINERY_MODULES = frozenset({"typing", "typing_extensions", "abc", "builtins"})
+_MACHINERY_MODULES = frozenset({"typing", "typing_extensions", "abc"})
 """Modules whose functions are planted on classes by the runtime (``__subclasshook__``...)."""
 _WRAPPER_ATTRIBUTES = ("__func__", "fget", "fset", "fdel", "func", "__wrapped__")
 _ORIGINAL_ATTRIBUTE = "__kvcontract_original__"
@@ -270,8 +270,8 @@ def _from_mixin(cls: type, name: str) -> tuple[type, object] | None:
         member = base.__dict__.get(name)
         if member is None or getattr(member, _FROM_MIXIN_ATTRIBUTE, False):
             continue
-        if Contract in base.__mro__ or base.__module__ in _MACHINERY_MODULES:
-            return None
+        if Contract in base.__mro__ or base.__module__ in _MACHINERY_MODULES | {"builtins"}:
+            return None  # a contract (checked itself), or Python's own classes
         return (base, member) if _is_method_like(member) else None
     return None
 
