@@ -34,6 +34,8 @@ class ARCPolicy(PolicyBase):
         self._b1: OrderedDict[OffloadKey, None] = OrderedDict()
         self._b2: OrderedDict[OffloadKey, None] = OrderedDict()
         self._frequent: set[OffloadKey] = set()
+        self._parked_t1 = 0
+        """Parked blocks of T1: they count in ``|T1|``, so a scan that parks one moves no target."""
         self._target_t1 = 0.0
 
     @property
@@ -48,7 +50,9 @@ class ARCPolicy(PolicyBase):
 
     @override
     def touch(self, keys: Sequence[OffloadKey]) -> None:
-        t1, t2, blocks, parked = self._t1, self._t2, self._blocks, self._parked
+        t1, t2, blocks, frequent = self._t1, self._t2, self._blocks, self._frequent
+        front = self._front
+        take_parked = self._take_parked if self._parked else None
         for key in reversed(keys):
             if key in t1:
                 if blocks[key].ref_cnt < 0:
@@ -56,13 +60,22 @@ class ARCPolicy(PolicyBase):
                 else:
                     del t1[key]
                     t2[key] = None
-                    self._frequent.add(key)
+                    frequent.add(key)
             elif key in t2:
                 t2.move_to_end(key)
-            elif key in parked:
-                if blocks[key].ref_cnt >= 0:
-                    self._frequent.add(key)
-                self._unpark_if_ready(key)
+            elif take_parked is not None and take_parked(key):
+                if key not in frequent:
+                    self._parked_t1 -= 1
+                    if blocks[key].ref_cnt < 0:
+                        t1[key] = None
+                        continue
+                    frequent.add(key)
+                t2[key] = None
+                continue
+            else:
+                continue
+            if front:
+                front.pop(key, None)
 
     @override
     def _place_all(self, keys: Sequence[OffloadKey]) -> None:
@@ -76,7 +89,7 @@ class ARCPolicy(PolicyBase):
         if not (b1.keys().isdisjoint(keys) and b2.keys().isdisjoint(keys)):
             super()._place_all(keys)
             return
-        over = len(t1) + len(b1) - self._capacity
+        over = len(t1) + self._parked_t1 + len(b1) - self._capacity
         for key in keys:
             t1[key] = None
         for _ in range(min(max(0, len(keys) + min(over, 0)), len(b1))):
@@ -100,33 +113,41 @@ class ARCPolicy(PolicyBase):
             self._frequent.add(key)
         else:
             self._t1[key] = None
-            if len(b1) and len(self._t1) + len(b1) > self._capacity:
+            if len(b1) and len(self._t1) + self._parked_t1 + len(b1) > self._capacity:
                 b1.popitem(last=False)
 
-    @override
     def _unlink(self, key: OffloadKey) -> None:
+        """Take ``key`` out of its queue."""
         if key in self._frequent:
             del self._t2[key]
         else:
             del self._t1[key]
+            self._parked_t1 += 1
 
     @override
-    def _relink(self, key: OffloadKey) -> None:
+    def _relink(self, key: OffloadKey, stamp: int) -> None:
         if key in self._frequent:
-            self._t2[key] = None
+            self._return_to(self._t2, key, None, stamp)
         else:
-            self._t1[key] = None
+            self._return_to(self._t1, key, None, stamp)
+            self._parked_t1 -= 1
 
     @override
     def _forget(self, key: OffloadKey, linked: bool) -> None:
-        if linked:
-            self._unlink(key)
-        self._frequent.discard(key)
+        if key in self._frequent:
+            self._frequent.discard(key)
+            if linked:
+                del self._t2[key]
+        elif linked:
+            del self._t1[key]
+        else:
+            self._parked_t1 -= 1
 
     @override
     def _select(self, n: int, protected: Set[OffloadKey]) -> list[OffloadKey] | None:
         t1, t2 = self._t1, self._t2
-        t1_share = min(n, max(0, len(t1) - math.floor(self._target_t1)))
+        t1_size = len(t1) + self._parked_t1
+        t1_share = min(n, max(0, t1_size - math.floor(self._target_t1)))
         oldest = list(islice(t1, t1_share)) + list(islice(t2, n - t1_share))
         if (
             len(oldest) == n
@@ -138,8 +159,8 @@ class ARCPolicy(PolicyBase):
         in_t1, in_t2 = iter(t1), iter(t2)
         from_t1: list[OffloadKey] = []
         from_t2: list[OffloadKey] = []
-        busy: list[OffloadKey] = []
-        t1_left = len(t1)
+        busy: list[tuple[OffloadKey, int]] = []
+        t1_left = t1_size
         target = self._target_t1
         while len(from_t1) + len(from_t2) < n:
             if t1_left > target:
@@ -162,9 +183,13 @@ class ARCPolicy(PolicyBase):
                     break
                 from_t1.append(key)
                 t1_left -= 1
-        self._park_all(busy)
         if len(from_t1) + len(from_t2) < n:
+            self._front.update(busy)
             return None
+        parked = self._parked
+        for key, stamp in busy:
+            self._unlink(key)
+            parked[key] = stamp
         self._retire(from_t1, from_t2)
         return from_t1 + from_t2
 
@@ -173,20 +198,28 @@ class ARCPolicy(PolicyBase):
         for ordered in (self._t1, self._t2, self._b1, self._b2):
             ordered.clear()
         self._frequent.clear()
+        self._parked_t1 = 0
         self._target_t1 = 0.0
 
     def _next_candidate(
-        self, keys: Iterator[OffloadKey], protected: Set[OffloadKey], busy: list[OffloadKey]
+        self,
+        keys: Iterator[OffloadKey],
+        protected: Set[OffloadKey],
+        busy: list[tuple[OffloadKey, int]],
     ) -> OffloadKey | None:
-        """The next evictable, unprotected key of ``keys``; non-evictable ones go to ``busy``."""
-        blocks = self._blocks
+        """The next evictable, unprotected key of ``keys``; non-evictable ones go to ``busy`` with their stamps.
+
+        Stamps every key it meets, in meeting order (see ``PolicyBase._select``).
+        """
+        blocks, front, stamp = self._blocks, self._front, self._stamp
         for key in keys:
             if key in protected:
-                continue
-            if blocks[key].ref_cnt:
-                busy.append(key)
-                continue
-            return key
+                front[key] = stamp(key)
+            elif blocks[key].ref_cnt:
+                busy.append((key, stamp(key)))
+            else:
+                front[key] = stamp(key)
+                return key
         return None
 
     def _retire(self, from_t1: Sequence[OffloadKey], from_t2: Sequence[OffloadKey]) -> None:
@@ -199,11 +232,14 @@ class ARCPolicy(PolicyBase):
             del t2[key]
             b2[key] = None
         self._frequent.difference_update(from_t2)
+        if self._front:
+            self._drop_stamps(from_t1)
+            self._drop_stamps(from_t2)
         self._trim_ghosts()
 
     def _trim_ghosts(self) -> None:
         b1, b2, capacity = self._b1, self._b2, self._capacity
-        excess = len(self._t1) + len(b1) - capacity
+        excess = len(self._t1) + self._parked_t1 + len(b1) - capacity
         for _ in range(min(excess, len(b1))):
             b1.popitem(last=False)
         excess = len(b1) + len(b2) - capacity

@@ -2,10 +2,21 @@
 
 A policy keeps its eviction candidates in its own order structures. A block met there
 while pinned (``ref_cnt > 0``) or in flight (``ref_cnt == -1``) is parked: taken out of
-the order, metadata kept, so no later eviction scans it again. It comes back when
-``mark_evictable`` says so, when it is touched while evictable, through an incremental
-re-check (one parked block per block evicted), or through a full re-check when an
-eviction would otherwise fail. Callers may send the ``mark_*`` hints but need not.
+the order, metadata kept, so no later eviction scans it again. Only a scan that
+succeeds parks: one that fails changes nothing. A parked block comes back when
+``mark_evictable`` says so, through an incremental re-check (one parked block per block
+evicted), or through a full re-check when an eviction would otherwise fail, and then
+takes the place it left; a touch brings it back as most recently used (LRU, ARC,
+prefix_reuse), since that touch is its last use. ``mark_non_evictable``
+is not needed (the first scan to meet the block parks it) and is ignored, so only
+scans park.
+
+Places are kept without stamping every use: a scan walks a queue from its least recent
+end, so every block it meets is older than every block it has not met. The scan gives
+each block it meets a scan stamp in meeting order (victims drop theirs); the stamped
+blocks stay a prefix of their queue until a touch moves them away, so a returning
+block goes after the stamped blocks older than it and before everything else
+(``_return_to``).
 """
 
 from __future__ import annotations
@@ -13,7 +24,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence, Set
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from typing_extensions import override
 
@@ -21,12 +32,14 @@ from kvcontract.contracts import BlockStatus, CachePolicy, OffloadKey
 
 __all__ = ["PolicyBase"]
 
+_V = TypeVar("_V")
+
 
 class PolicyBase(CachePolicy):
     """Holds the blocks and parks those found non-evictable; subclasses order the rest.
 
-    Subclasses implement ``touch`` and the order hooks (``_place``, ``_unlink``,
-    ``_relink``, ``_forget``, ``_select``, ``_clear_order``), and may override
+    Subclasses implement ``touch`` and the order hooks (``_place``, ``_forget``,
+    ``_select``, ``_clear_order``, and ``_relink`` if their scans park), and may override
     ``_place_all`` to file a batch in one pass. ``evict`` is atomic: ``None`` leaves the
     set of blocks and their statuses as they were.
     """
@@ -39,7 +52,11 @@ class PolicyBase(CachePolicy):
             )
         self._capacity = capacity
         self._blocks: dict[OffloadKey, BlockStatus] = {}
-        self._parked: OrderedDict[OffloadKey, None] = OrderedDict()
+        self._parked: OrderedDict[OffloadKey, int] = OrderedDict()
+        """Parked keys, oldest parking first, each with its scan stamp."""
+        self._front: dict[OffloadKey, int] = {}
+        """Keys a scan left at the front of their queue (or returned there), with their scan stamps."""
+        self._scan_clock = 0
 
     @property
     def capacity(self) -> int:
@@ -67,10 +84,10 @@ class PolicyBase(CachePolicy):
     def remove(self, key: OffloadKey) -> None:
         if self._blocks.pop(key, None) is None:
             return
-        if key in self._parked:
-            del self._parked[key]
+        if self._parked.pop(key, None) is not None:
             self._forget(key, linked=False)
         else:
+            self._front.pop(key, None)
             self._forget(key, linked=True)
 
     @override
@@ -99,20 +116,14 @@ class PolicyBase(CachePolicy):
     def clear(self) -> None:
         self._blocks.clear()
         self._parked.clear()
+        self._front.clear()
         self._clear_order()
 
     @override
     def mark_evictable(self, key: OffloadKey) -> None:
         block = self._blocks.get(key)
         if block is not None and block.ref_cnt == 0 and key in self._parked:
-            del self._parked[key]
-            self._relink(key)
-
-    @override
-    def mark_non_evictable(self, key: OffloadKey) -> None:
-        if key in self._blocks and key not in self._parked:
-            self._unlink(key)
-            self._parked[key] = None
+            self._relink(key, self._parked.pop(key))
 
     @override
     def __len__(self) -> int:
@@ -161,27 +172,53 @@ class PolicyBase(CachePolicy):
                 "pass distinct keys"
             )
 
-    def _park_all(self, keys: Sequence[OffloadKey]) -> None:
-        """Take ``keys``, found non-evictable in the order, out of it."""
-        for key in keys:
-            self._unlink(key)
-            self._parked[key] = None
+    def _stamp(self, key: OffloadKey) -> int:
+        """The scan stamp of ``key``, met by a scan now: its old one if it has one, else the next."""
+        stamp = self._front.pop(key, None)
+        if stamp is None:
+            stamp = self._scan_clock
+            self._scan_clock = stamp + 1
+        return stamp
 
-    def _unpark_if_ready(self, key: OffloadKey) -> None:
-        """Return parked ``key`` to the order as most recent if it is evictable now."""
-        if self._blocks[key].ref_cnt == 0:
-            del self._parked[key]
-            self._relink(key)
+    def _drop_stamps(self, keys: Sequence[OffloadKey]) -> None:
+        """Forget the scan stamps of ``keys``, which leave the front of their queue."""
+        front = self._front
+        if front:
+            for key in keys:
+                front.pop(key, None)
+
+    def _return_to(self, queue: OrderedDict[OffloadKey, _V], key: OffloadKey, value: _V, stamp: int) -> None:
+        """Put ``key`` back into ``queue`` after the stamped keys older than it, before all others.
+
+        Costs one step per older stamped key still held in ``queue``: blocks a scan left
+        at the front and no touch has moved since.
+        """
+        front = self._front
+        older: list[OffloadKey] = []
+        for other in queue:
+            other_stamp = front.get(other)
+            if other_stamp is None or other_stamp > stamp:
+                break
+            older.append(other)
+        queue[key] = value
+        queue.move_to_end(key, last=False)
+        for other in reversed(older):
+            queue.move_to_end(other, last=False)
+        front[key] = stamp
+
+    def _take_parked(self, key: OffloadKey) -> bool:
+        """Unpark ``key`` as it is touched (the caller puts it at the recent end); ``False`` if not parked."""
+        return self._parked.pop(key, None) is not None
 
     def _recheck_parked(self, count: int) -> None:
-        """Re-check up to ``count`` parked blocks, oldest first; the evictable ones rejoin the order."""
+        """Re-check up to ``count`` parked blocks, oldest parking first; the evictable ones return to their place."""
         parked, blocks = self._parked, self._blocks
         for _ in range(min(count, len(parked))):
-            key, _none = parked.popitem(last=False)
+            key, stamp = parked.popitem(last=False)
             if blocks[key].ref_cnt == 0:
-                self._relink(key)
+                self._relink(key, stamp)
             else:
-                parked[key] = None
+                parked[key] = stamp
 
     @abstractmethod
     def _place(self, key: OffloadKey) -> None:
@@ -193,13 +230,12 @@ class PolicyBase(CachePolicy):
         for key in keys:
             place(key)
 
-    @abstractmethod
-    def _unlink(self, key: OffloadKey) -> None:
-        """Take linked ``key`` out of the order, keeping its metadata (it is being parked)."""
+    def _relink(self, key: OffloadKey, stamp: int) -> None:
+        """Return parked ``key``, evictable again, to the place it left (``_return_to`` with ``stamp``).
 
-    @abstractmethod
-    def _relink(self, key: OffloadKey) -> None:
-        """Return parked ``key`` to the order as most recently used."""
+        Policies whose scans park blocks override it; the others never reach it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} parks no blocks, so none returns")
 
     @abstractmethod
     def _forget(self, key: OffloadKey, linked: bool) -> None:
@@ -209,9 +245,10 @@ class PolicyBase(CachePolicy):
     def _select(self, n: int, protected: Set[OffloadKey]) -> list[OffloadKey] | None:
         """Take ``n`` evictable, unprotected victims out of the order and drop their metadata.
 
-        Parks the non-evictable blocks it meets (``_park_all``, or straight into
-        ``_parked`` for a block already out of the order). If it finds fewer than ``n``,
-        it puts back what it took and returns ``None``.
+        Parks the non-evictable blocks it meets and stamps every other block it meets
+        (``_stamp``), in meeting order, then drops the stamps of its victims: what it
+        leaves in the order is then a stamped prefix of its queue. If it finds fewer than ``n``, it puts back what it took
+        and returns ``None``.
         """
 
     @abstractmethod

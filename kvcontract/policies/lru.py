@@ -30,13 +30,21 @@ class LRUPolicy(PolicyBase):
 
     @override
     def touch(self, keys: Sequence[OffloadKey]) -> None:
-        order, parked = self._order, self._parked
+        order = self._order
         move = order.move_to_end
+        if self._parked or self._front:
+            front, take_parked = self._front, self._take_parked
+            for key in reversed(keys):
+                if key in order:
+                    move(key)
+                    front.pop(key, None)
+                elif take_parked(key):
+                    order[key] = None
+            return
+        # Nothing parked or stamped (the usual case): a bare move per key, the hot loop of a replay.
         for key in reversed(keys):
             if key in order:
                 move(key)
-            elif key in parked:
-                self._unpark_if_ready(key)
 
     @override
     def _place(self, key: OffloadKey) -> None:
@@ -49,12 +57,8 @@ class LRUPolicy(PolicyBase):
             order[key] = None
 
     @override
-    def _unlink(self, key: OffloadKey) -> None:
-        del self._order[key]
-
-    @override
-    def _relink(self, key: OffloadKey) -> None:
-        self._order[key] = None
+    def _relink(self, key: OffloadKey, stamp: int) -> None:
+        self._return_to(self._order, key, None, stamp)
 
     @override
     def _forget(self, key: OffloadKey, linked: bool) -> None:
@@ -70,33 +74,32 @@ class LRUPolicy(PolicyBase):
                 return None
             for _ in range(n):
                 order.popitem(last=False)
+            if self._front:
+                self._drop_stamps(oldest)
             return oldest
         victims: list[OffloadKey] = []
-        taken: list[OffloadKey] = []
-        while len(victims) < n and order:
-            key, _none = order.popitem(last=False)
+        busy: list[OffloadKey] = []
+        front, stamp = self._front, self._stamp
+        for key in order:
+            front[key] = stamp(key)
             if key in protected:
-                taken.append(key)
-            elif blocks[key].ref_cnt:
-                parked[key] = None
+                continue
+            if blocks[key].ref_cnt:
+                busy.append(key)
             else:
-                taken.append(key)
                 victims.append(key)
+                if len(victims) == n:
+                    break
         if len(victims) < n:
-            self._put_back(taken)
             return None
-        if len(taken) > len(victims):
-            chosen = set(victims)
-            self._put_back([key for key in taken if key not in chosen])
+        for key in busy:
+            del order[key]
+            parked[key] = front.pop(key)
+        for key in victims:
+            del order[key]
+        self._drop_stamps(victims)
         return victims
 
     @override
     def _clear_order(self) -> None:
         self._order.clear()
-
-    def _put_back(self, taken: list[OffloadKey]) -> None:
-        """Return keys taken from the least recent end to it, in their original order."""
-        order = self._order
-        for key in reversed(taken):
-            order[key] = None
-            order.move_to_end(key, last=False)

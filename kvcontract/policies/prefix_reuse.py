@@ -39,6 +39,8 @@ _ABSENT = -2
 _KEY = operator.itemgetter(0)
 _VALUE = operator.itemgetter(1)
 _REF_CNT = operator.attrgetter("ref_cnt")
+_VICTIM, _ASIDE, _BUSY = 0, 1, 2
+"""What a scan did with a key it took: evicted it, set it aside (protected), parked it."""
 
 
 class PrefixReusePolicy(PolicyBase):
@@ -113,6 +115,10 @@ class PrefixReusePolicy(PolicyBase):
                 distances += now - last
                 reuses += 1
                 promoted[key] = now
+        front = self._front
+        if front:
+            for key in keys:
+                front.pop(key, None)
         if reuses:
             kept = self._keep**reuses
             mean = self._reuse_distance * kept + distances / reuses * (1.0 - kept)
@@ -137,8 +143,8 @@ class PrefixReusePolicy(PolicyBase):
             else:
                 queues[past & _CLASS_MASK][key] = past >> _CLASS_BITS
 
-    @override
     def _unlink(self, key: OffloadKey) -> None:
+        """Take ``key`` out of its queue, keeping its last use and class in ``_parked_use``."""
         for level, queue in enumerate(self._queues):
             last = queue.pop(key, _ABSENT)
             if last is not _ABSENT:
@@ -146,9 +152,9 @@ class PrefixReusePolicy(PolicyBase):
                 return
 
     @override
-    def _relink(self, key: OffloadKey) -> None:
+    def _relink(self, key: OffloadKey, stamp: int) -> None:
         packed = self._parked_use.pop(key)
-        self._queues[packed & _CLASS_MASK][key] = packed >> _CLASS_BITS
+        self._return_to(self._queues[packed & _CLASS_MASK], key, packed >> _CLASS_BITS, stamp)
 
     @override
     def _forget(self, key: OffloadKey, linked: bool) -> None:
@@ -162,64 +168,73 @@ class PrefixReusePolicy(PolicyBase):
 
     @override
     def _select(self, n: int, protected: Set[OffloadKey]) -> list[OffloadKey] | None:
-        queues, bonus, blocks, parked = self._queues, self._bonus, self._blocks, self._parked
-        keys: list[OffloadKey] = []
-        lasts: list[int] = []
-        levels: list[int] = []
-        aside: list[tuple[OffloadKey, int, int]] = []
-        need = n
+        """Take the best class head ``n`` times; a protected or non-evictable head is set aside or parked.
+
+        Ties in ``last use + bonus`` go to the lower class. Every key taken from a queue
+        is in ``met``, in order, so a failed scan can put all back and the keys left in
+        the queues get their scan stamps in meeting order.
+        """
+        queues, bonus, blocks = self._queues, self._bonus, self._blocks
+        met: list[tuple[OffloadKey, int, int, int]] = []
+        """Keys taken from the queue fronts, in order: key, last use, class, what became of it."""
+        need, batched = n, True
         while need:
-            best, best_priority, runner_up = -1, _NONE_LEFT, _NONE_LEFT
+            best, best_priority, runner_up, runner_level = -1, _NONE_LEFT, _NONE_LEFT, -1
             for level, queue in enumerate(queues):
                 if queue:
                     priority = next(iter(queue.values())) + bonus[level]
                     if priority < best_priority:
-                        best, best_priority, runner_up = level, priority, best_priority
+                        best, best_priority, runner_up, runner_level = level, priority, best_priority, best
                     elif priority < runner_up:
-                        runner_up = priority
+                        runner_up, runner_level = priority, level
             if best < 0:
                 break
-            queue, limit = queues[best], runner_up - bonus[best]
-            run = list(islice(queue.items(), need))
-            run_keys = list(map(_KEY, run))
-            run_lasts = list(map(_VALUE, run))
-            if (
-                max(run_lasts) <= limit
-                and protected.isdisjoint(run_keys)
-                and not any(map(_REF_CNT, map(blocks.__getitem__, run_keys)))
-            ):
-                for _ in run:
-                    queue.popitem(last=False)
-                keys += run_keys
-                lasts += run_lasts
-                levels += repeat(best, len(run))
-                need -= len(run)
-                continue
-            first = True
-            while need and queue:
-                key, last = queue.popitem(last=False)
-                if key in protected:
-                    aside.append((key, last, best))
-                elif blocks[key].ref_cnt:
-                    parked[key] = None
-                    self._parked_use[key] = last << _CLASS_BITS | best
-                elif first or last <= limit:
-                    keys.append(key)
-                    lasts.append(last)
-                    levels.append(best)
-                    need -= 1
-                    first = False
-                else:
-                    queue[key] = last
-                    queue.move_to_end(key, last=False)
+            queue, best_bonus = queues[best], bonus[best]
+            if batched:
+                run = list(islice(queue.items(), need))
+                run_keys = list(map(_KEY, run))
+                top = max(map(_VALUE, run)) + best_bonus
+                if (
+                    (top < runner_up or (top == runner_up and best < runner_level))
+                    and protected.isdisjoint(run_keys)
+                    and not any(map(_REF_CNT, map(blocks.__getitem__, run_keys)))
+                ):
+                    for _ in run:
+                        queue.popitem(last=False)
+                    met += zip(run_keys, map(_VALUE, run), repeat(best), repeat(_VICTIM))
+                    need -= len(run)
+                    continue
+                batched = False
+            taken = 0
+            for key, last in queue.items():
+                priority = last + best_bonus
+                if (
+                    taken == need
+                    or key in protected
+                    or blocks[key].ref_cnt
+                    or not (priority < runner_up or (priority == runner_up and best < runner_level))
+                ):
                     break
+                met.append((key, last, best, _VICTIM))
+                taken += 1
+            if taken:
+                for _ in range(taken):
+                    queue.popitem(last=False)
+                need -= taken
+                continue
+            key, last = queue.popitem(last=False)
+            met.append((key, last, best, _ASIDE if key in protected else _BUSY))
         if need:
-            self._put_back(list(zip(keys, lasts, levels)) + aside)
+            self._put_back(met)
+            self._stamp_all([entry[0] for entry in met])
             return None
-        if aside:
-            self._put_back(aside)
-        self._remember(keys, lasts, levels)
-        return keys
+        if len(met) > n:
+            self._settle([entry for entry in met if entry[3] != _VICTIM])
+            met = [entry for entry in met if entry[3] == _VICTIM]
+        victims = list(map(_KEY, met))
+        self._drop_stamps(victims)
+        self._remember(met)
+        return victims
 
     @override
     def _clear_order(self) -> None:
@@ -258,13 +273,14 @@ class PrefixReusePolicy(PolicyBase):
         return distances + now - (past >> _CLASS_BITS), reuses + 1
 
     def _touch_parked(self, key: OffloadKey, packed: int) -> None:
-        """Count a use of parked ``key``; it rejoins its queue if it is evictable now."""
+        """Count a use of parked ``key``, which rejoins its queue as most recent: this touch is its last use."""
         last, level = packed >> _CLASS_BITS, packed & _CLASS_MASK
         if last != _NEVER:
             level = min(level + 1, self._top)
             self._fold_distance(self._clock - last)
-        self._parked_use[key] = self._clock << _CLASS_BITS | level
-        self._unpark_if_ready(key)
+        del self._parked_use[key]
+        self._take_parked(key)
+        self._queues[level][key] = self._clock
 
     def _fold_distance(self, distance: int) -> None:
         """Fold one reuse distance into the running mean and the bonuses."""
@@ -272,14 +288,12 @@ class PrefixReusePolicy(PolicyBase):
         self._reuse_distance = mean
         self._bonus = [f * mean for f in self._factors]
 
-    def _remember(self, keys: list[OffloadKey], lasts: list[int], levels: list[int]) -> None:
-        """Move evicted ``keys`` to the history, with their last uses and classes."""
+    def _remember(self, victims: Sequence[tuple[OffloadKey, int, int, int]]) -> None:
+        """Move the victims (key, last use, class, fate) to the history, with their last uses and classes."""
         now = self._clock
-        if _NEVER in lasts:
-            lasts = [now if last == _NEVER else last for last in lasts]
         recent = self._recent
-        for key, last, level in zip(keys, lasts, levels):
-            recent[key] = last << _CLASS_BITS | level
+        for key, last, level, _fate in victims:
+            recent[key] = (now if last == _NEVER else last) << _CLASS_BITS | level
         if len(recent) >= self._generation_size:
             self._older, self._recent = recent, {}
 
@@ -290,10 +304,27 @@ class PrefixReusePolicy(PolicyBase):
         if len(recent) >= self._generation_size:
             self._older, self._recent = recent, {}
 
-    def _put_back(self, taken: Sequence[tuple[OffloadKey, int, int]]) -> None:
+    def _put_back(self, taken: Sequence[tuple[OffloadKey, int, int, int]]) -> None:
         """Return keys taken from the queue fronts to the fronts, in their original order per queue."""
         queues = self._queues
-        for key, last, level in reversed(taken):
+        for key, last, level, _fate in reversed(taken):
             queue = queues[level]
             queue[key] = last
             queue.move_to_end(key, last=False)
+
+    def _stamp_all(self, keys: Sequence[OffloadKey]) -> None:
+        """Stamp ``keys``, met by a scan in this order and left at their queue fronts."""
+        front, stamp = self._front, self._stamp
+        for key in keys:
+            front[key] = stamp(key)
+
+    def _settle(self, kept: Sequence[tuple[OffloadKey, int, int, int]]) -> None:
+        """After a successful scan: protected keys go back to their fronts, busy ones are parked, all stamped in order."""
+        self._put_back([entry for entry in kept if entry[3] == _ASIDE])
+        front, stamp, parked, parked_use = self._front, self._stamp, self._parked, self._parked_use
+        for key, last, level, fate in kept:
+            if fate == _ASIDE:
+                front[key] = stamp(key)
+            else:
+                parked[key] = stamp(key)
+                parked_use[key] = last << _CLASS_BITS | level

@@ -32,9 +32,9 @@ class S3FIFOPolicy(PolicyBase):
     queue to its tail for one use less) whether or not it could be evicted: moving is
     not evicting, and a block used by every request would otherwise sit at the front of
     its queue, protected each time, and slow every eviction. Unused blocks that cannot
-    be evicted (protected, pinned) keep their place at the front of their queue. If
-    ``evict`` returns ``None`` the blocks it took are back where they were, though some
-    promotions it made along the way remain, as in a partial eviction scan.
+    be evicted keep their place at the front of their queue: protected ones stay there,
+    pinned ones are parked and return there. If ``evict`` returns ``None`` nothing has
+    changed: the scan's moves are undone and what it parked is back in place.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -62,8 +62,8 @@ class S3FIFOPolicy(PolicyBase):
                 continue
             if count < _MAX_FREQ and blocks[key].ref_cnt >= 0:
                 freq[key] = count + 1
-            if key in parked:
-                self._unpark_if_ready(key)
+            if key in parked and blocks[key].ref_cnt == 0:
+                self._relink(key, parked.pop(key))
 
     @override
     def _place(self, key: OffloadKey) -> None:
@@ -83,19 +83,16 @@ class S3FIFOPolicy(PolicyBase):
             else:
                 small[key] = None
 
-    @override
     def _unlink(self, key: OffloadKey) -> None:
+        """Take ``key`` out of its queue."""
         if key in self._in_main:
             del self._main[key]
         else:
             del self._small[key]
 
     @override
-    def _relink(self, key: OffloadKey) -> None:
-        if key in self._in_main:
-            self._main[key] = None
-        else:
-            self._small[key] = None
+    def _relink(self, key: OffloadKey, stamp: int) -> None:
+        self._return_to(self._main if key in self._in_main else self._small, key, None, stamp)
 
     @override
     def _forget(self, key: OffloadKey, linked: bool) -> None:
@@ -118,47 +115,44 @@ class S3FIFOPolicy(PolicyBase):
             ):
                 for _ in oldest:
                     small.popitem(last=False)
+                self._drop_stamps(oldest)
                 self._retire(oldest)
                 return oldest
-        taken: list[tuple[OffloadKey, bool]] = []
+        front, stamp, parked = self._front, self._stamp, self._parked
+        met: list[tuple[OffloadKey, bool, int, int]] = []
+        """Every key the scan took from a queue front, in order: from the small queue?, old counter, stamp."""
         victims: list[OffloadKey] = []
-        busy: list[OffloadKey] = []
         while len(victims) < n:
             if main and (len(main) > main_target or not small):
+                from_small = False
                 key, _none = main.popitem(last=False)
-                if freq[key]:
-                    freq[key] = min(freq[key], _MAX_FREQ) - 1
-                    main[key] = None
-                elif key in protected:
-                    taken.append((key, False))
-                elif blocks[key].ref_cnt:
-                    busy.append(key)
-                else:
-                    taken.append((key, False))
-                    victims.append(key)
             elif small:
+                from_small = True
                 key, _none = small.popitem(last=False)
-                if freq[key]:
-                    freq[key] = 0
-                    main[key] = None
-                    in_main.add(key)
-                elif key in protected:
-                    taken.append((key, True))
-                elif blocks[key].ref_cnt:
-                    busy.append(key)
-                else:
-                    taken.append((key, True))
-                    victims.append(key)
             else:
                 break
-        parked = self._parked
-        for key in busy:
-            parked[key] = None
+            count, key_stamp = freq[key], stamp(key)
+            met.append((key, from_small, count, key_stamp))
+            if count:
+                main[key] = None
+                if from_small:
+                    freq[key] = 0
+                    in_main.add(key)
+                else:
+                    freq[key] = min(count, _MAX_FREQ) - 1
+            elif key in protected:
+                front[key] = key_stamp
+            elif blocks[key].ref_cnt:
+                parked[key] = key_stamp
+            else:
+                front[key] = key_stamp
+                victims.append(key)
         if len(victims) < n:
-            self._put_back(taken)
+            self._undo(met)
             return None
         chosen = set(victims)
-        self._put_back([entry for entry in taken if entry[0] not in chosen])
+        self._put_back([entry for entry in met if not entry[2] and entry[0] not in chosen and entry[0] not in parked])
+        self._drop_stamps(victims)
         self._retire(victims)
         return victims
 
@@ -181,10 +175,31 @@ class S3FIFOPolicy(PolicyBase):
         for _ in range(len(ghost) - self._ghost_limit):
             ghost.popitem(last=False)
 
-    def _put_back(self, taken: list[tuple[OffloadKey, bool]]) -> None:
-        """Return keys taken from the queue fronts to the fronts, in their original order."""
+    def _put_back(self, met: Sequence[tuple[OffloadKey, bool, int, int]]) -> None:
+        """Return unmoved keys taken from the queue fronts to the fronts, in their original order."""
         small, main = self._small, self._main
-        for key, from_small in reversed(taken):
+        for key, from_small, _count, _stamp in reversed(met):
             queue = small if from_small else main
             queue[key] = None
             queue.move_to_end(key, last=False)
+
+    def _undo(self, met: Sequence[tuple[OffloadKey, bool, int, int]]) -> None:
+        """Undo a failed scan: every key it took returns to its queue front with its counter, unparked.
+
+        Undoing in reverse order finds each moved key where its move left it, so every key
+        ends where the scan found it, stamped as the scan met it.
+        """
+        small, main, freq, in_main = self._small, self._main, self._freq, self._in_main
+        front, parked = self._front, self._parked
+        for key, from_small, count, stamp in reversed(met):
+            if count:
+                del main[key]
+                freq[key] = count
+                if from_small:
+                    in_main.discard(key)
+            else:
+                parked.pop(key, None)
+            queue = small if from_small else main
+            queue[key] = None
+            queue.move_to_end(key, last=False)
+            front[key] = stamp

@@ -23,9 +23,12 @@ class SIEVEPolicy(PolicyBase):
 
     The queue is kept as two ordered halves: ``_passed`` (tail up to the hand, already
     swept in this lap) and ``_ahead`` (the hand up to the head, where new blocks land).
-    The hand passes over protected and non-evictable blocks without clearing their bit.
-    If ``evict`` returns ``None``, the blocks it took are back at the hand; the visited
-    bits it cleared on the way stay cleared, as after a partial sweep.
+    A block keeps its place in the queue whatever happens to it, so nothing is parked:
+    the hand passes over a pinned or in-flight block as over an evictable one (clearing
+    its visited bit) but does not evict it, and passes over a protected block leaving its
+    bit set. Passing costs one step per block per lap, so a pinned block is not
+    scanned again before the hand comes round. If ``evict`` returns ``None`` nothing
+    has changed: the hand and the bits it cleared are restored.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -39,7 +42,7 @@ class SIEVEPolicy(PolicyBase):
 
     @override
     def touch(self, keys: Sequence[OffloadKey]) -> None:
-        ahead, passed, blocks, parked = self._ahead, self._passed, self._blocks, self._parked
+        ahead, passed, blocks = self._ahead, self._passed, self._blocks
         for key in keys:
             if key in ahead:
                 if blocks[key].ref_cnt >= 0:
@@ -47,8 +50,6 @@ class SIEVEPolicy(PolicyBase):
             elif key in passed:
                 if blocks[key].ref_cnt >= 0:
                     passed[key] = True
-            elif key in parked:
-                self._unpark_if_ready(key)
 
     @override
     def _place(self, key: OffloadKey) -> None:
@@ -61,26 +62,18 @@ class SIEVEPolicy(PolicyBase):
             ahead[key] = False
 
     @override
-    def _unlink(self, key: OffloadKey) -> None:
+    def _forget(self, key: OffloadKey, linked: bool) -> None:
         if key in self._ahead:
             del self._ahead[key]
         else:
             del self._passed[key]
 
     @override
-    def _relink(self, key: OffloadKey) -> None:
-        self._ahead[key] = False
-
-    @override
-    def _forget(self, key: OffloadKey, linked: bool) -> None:
-        if linked:
-            self._unlink(key)
-
-    @override
     def _select(self, n: int, protected: Set[OffloadKey]) -> list[OffloadKey] | None:
         ahead, passed, blocks = self._ahead, self._passed, self._blocks
         victims: list[OffloadKey] = []
-        busy: list[OffloadKey] = []
+        swept: list[tuple[OffloadKey, bool] | None] = []
+        """The hand's steps, to undo a failed sweep: a key and its bit, or ``None`` for a wrap."""
         steps_left = 2 * (len(ahead) + len(passed)) + 2
         while len(victims) < n and steps_left:
             steps_left -= 1
@@ -88,25 +81,27 @@ class SIEVEPolicy(PolicyBase):
                 if not passed:
                     break
                 ahead, passed = passed, ahead
+                swept.append(None)
             key, seen = ahead.popitem(last=False)
+            swept.append((key, seen))
             if key in protected:
                 passed[key] = seen
-            elif blocks[key].ref_cnt:
-                busy.append(key)
-            elif seen:
+            elif seen or blocks[key].ref_cnt:
                 passed[key] = False
             else:
                 victims.append(key)
-        self._ahead, self._passed = ahead, passed
-        parked = self._parked
-        for key in busy:
-            parked[key] = None
         if len(victims) < n:
-            for key in reversed(victims):
-                ahead[key] = False
+            for step in reversed(swept):
+                if step is None:
+                    ahead, passed = passed, ahead
+                    continue
+                key, seen = step
+                passed.pop(key, None)
+                ahead[key] = seen
                 ahead.move_to_end(key, last=False)
-            return None
-        return victims
+            victims = []
+        self._ahead, self._passed = ahead, passed
+        return victims or None
 
     @override
     def _clear_order(self) -> None:
