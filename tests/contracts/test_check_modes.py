@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from typing import cast
+from collections import UserList
+from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 
 import pytest
+from beartype import BeartypeConf
+from beartype.door import is_bearable
 from hypothesis import given
 from hypothesis import strategies as st
 from typing_extensions import override
 
-from kvcontract import BlockStatus, ContractViolation, OffloadKey, ReqContext, make_offload_key
+from kvcontract import (
+    BlockIdsSpec,
+    BlockStatus,
+    ContractViolation,
+    OffloadKey,
+    PrepareStoreOutput,
+    ReqContext,
+    make_offload_key,
+)
 from kvcontract.enforce import CHECK_MODES, checked, checks_mode, configure
 from kvcontract.policies import LRUPolicy
 from tests.contracts.conftest import RecordingManager
@@ -118,3 +130,63 @@ def test_environment_chooses_the_mode(mode: str) -> None:
         check=True,
     )
     assert result.stdout.strip() == mode
+
+
+bearable = cast(Callable[..., bool], is_bearable)  # mypy cannot read these hints as type forms
+"""``beartype.door.is_bearable``, callable with a hint held in a variable."""
+
+SAMPLED = BeartypeConf(is_random=False)
+"""The reference: beartype alone, sampling the first element as the sampled mode does."""
+
+CONTAINERS = st.one_of(
+    st.lists(ELEMENTS, max_size=4),
+    st.lists(ELEMENTS, max_size=4).map(tuple),
+    st.sets(st.one_of(st.just(GOOD), st.integers()), max_size=3),
+    st.lists(ELEMENTS, max_size=4).map(lambda values: {i: v for i, v in enumerate(values)}.values()),
+    st.lists(ELEMENTS, max_size=4).map(UserList),
+    ELEMENTS,
+)
+"""Arguments a caller might pass for ``keys``: sequences, and things that are not."""
+
+CONTEXTS = st.one_of(st.just(ReqContext("r")), st.text(max_size=2), st.none())
+
+
+class Echo(RecordingManager):
+    """Returns whatever it is told to, so return values can be checked against a reference."""
+
+    answer: object = None
+
+    @override
+    def prepare_store(
+        self, keys: Sequence[OffloadKey], req_context: ReqContext
+    ) -> PrepareStoreOutput | None:
+        return self.answer  # type: ignore[return-value]  # pyright: ignore[reportReturnType]  # the test chooses
+
+
+ANSWERS = st.one_of(
+    st.none(),
+    st.just(PrepareStoreOutput([], BlockIdsSpec([]), [])),
+    st.integers(),
+    st.text(max_size=2),
+)
+
+
+@given(CONTAINERS, CONTEXTS, ANSWERS)
+def test_sampled_checks_judge_every_call_as_beartype_alone_does(
+    keys: object, context: object, answer: object
+) -> None:
+    """The fast path in front of beartype accepts exactly what beartype accepts."""
+    configure(checks=True, full=False)
+    manager = Echo()
+    manager.answer = answer
+    arguments_ok = bearable(keys, Sequence[OffloadKey], conf=SAMPLED) and bearable(
+        context, ReqContext, conf=SAMPLED
+    )
+    expected_ok = arguments_ok and bearable(answer, PrepareStoreOutput | None, conf=SAMPLED)
+    try:
+        manager.prepare_store(keys, context)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]  # the test mixes types
+    except ContractViolation as error:
+        assert not expected_ok, str(error)
+        assert ("returned" in str(error)) is arguments_ok
+    else:
+        assert expected_ok
