@@ -31,7 +31,7 @@ from kvcontract.contracts import (
     ReqContext,
 )
 from kvcontract.enforce import unchecked
-from kvcontract.policies import get_policy
+from kvcontract.policies import make_policy
 
 __all__ = ["CPUOffloadingManager"]
 
@@ -62,12 +62,7 @@ class CPUOffloadingManager(OffloadingManager):
     ) -> None:
         if type(capacity) is not int or capacity < 1:
             raise ValueError(f"capacity must be a positive number of blocks, got {capacity!r}")
-        if isinstance(policy, str):
-            policy = get_policy(policy)(capacity)
-        elif len(policy) != 0:
-            raise ValueError(
-                f"the policy given to CPUOffloadingManager must be empty, it holds {len(policy)} blocks"
-            )
+        policy = make_policy(policy, capacity)
         self._capacity = capacity
         self._policy = policy
         self._policy_touch = unchecked(policy.touch)

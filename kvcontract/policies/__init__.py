@@ -9,6 +9,7 @@ from kvcontract.policies.registry import (
     PolicyFactory,
     available_policies,
     get_policy,
+    make_policy,
     register_policy,
 )
 from kvcontract.policies.s3fifo import S3FIFOPolicy
@@ -25,5 +26,6 @@ __all__ = [
     "SIEVEPolicy",
     "available_policies",
     "get_policy",
+    "make_policy",
     "register_policy",
 ]

@@ -24,6 +24,7 @@ __all__ = [
     "PolicyFactory",
     "available_policies",
     "get_policy",
+    "make_policy",
     "register_policy",
 ]
 
@@ -64,6 +65,24 @@ def get_policy(name: str) -> PolicyFactory:
         f"Publish others in the entry-point group {ENTRY_POINT_GROUP!r} "
         "or name them as 'package.module:Class'."
     )
+
+
+def make_policy(policy: str | CachePolicy, capacity: int) -> CachePolicy:
+    """The policy of a pool of ``capacity`` blocks: ``policy`` built by name, or the given instance if empty.
+
+    The one place where the CPU manager and the file tier check a capacity and a policy
+    they are given; an instance that already holds blocks would disagree with the pool.
+    """
+    if type(capacity) is not int or capacity < 1:
+        raise ValueError(f"capacity must be a positive number of blocks, got {capacity!r}")
+    if isinstance(policy, str):
+        return get_policy(policy)(capacity)
+    if len(policy):
+        raise ValueError(
+            f"the policy instance given must be empty, it holds {len(policy)} blocks; "
+            "pass a new instance or the policy's name"
+        )
+    return policy
 
 
 def available_policies() -> list[str]:

@@ -21,7 +21,7 @@ from kvcontract.contracts.policy import CachePolicy
 from kvcontract.contracts.request import LookupResult
 from kvcontract.contracts.tier import SecondaryTier, TierJob
 from kvcontract.contracts.values import BlockStatus, OffloadingEvent, TransferResult
-from kvcontract.policies import get_policy
+from kvcontract.policies import make_policy
 from kvcontract.tiers.block_dir import DEFAULT_UMASK, BlockDirectory
 from kvcontract.tiers.block_file import delete_block, read_block, write_block
 from kvcontract.tiers.io_pool import PriorityThreadPool, Task
@@ -104,7 +104,7 @@ class FileTier(SecondaryTier):
         self._rows = host_blocks.numpy()
         self._block_bytes = int(host_blocks.shape[1])
         self._capacity = capacity
-        self._policy = _make_policy(policy, capacity)
+        self._policy = make_policy(policy, capacity)
         self._dir = BlockDirectory(Path(root), umask=umask, trust_shared_root=trust_shared_root)
         self._lock = threading.Lock()
         self._block_ids = itertools.count()
@@ -389,11 +389,3 @@ def _check_host_blocks(host_blocks: torch.Tensor) -> None:
             f"shape {tuple(host_blocks.shape)}, dtype {host_blocks.dtype}, "
             f"device {host_blocks.device}, strides {host_blocks.stride()}"
         )
-
-
-def _make_policy(policy: str | CachePolicy, capacity: int) -> CachePolicy:
-    if isinstance(policy, str):
-        return get_policy(policy)(capacity)
-    if len(policy):
-        raise ValueError(f"the policy given to FileTier must be empty; it holds {len(policy)} blocks")
-    return policy

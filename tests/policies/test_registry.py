@@ -18,8 +18,10 @@ from kvcontract.policies import (
     SIEVEPolicy,
     available_policies,
     get_policy,
+    make_policy,
     register_policy,
 )
+from tests.policies.support import key, ready
 
 
 def test_built_in_names() -> None:
@@ -77,3 +79,22 @@ def test_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "entry_points", fake_entry_points)
     assert get_policy("third-party") is SIEVEPolicy
     assert "third-party" in available_policies()
+
+
+def test_make_policy_builds_a_name_and_takes_an_empty_instance() -> None:
+    assert isinstance(make_policy("arc", 4), ARCPolicy)
+    empty = LRUPolicy(4)
+    assert make_policy(empty, 4) is empty
+
+
+@pytest.mark.parametrize("capacity", [0, -1, True])
+def test_make_policy_refuses_a_capacity_that_is_not_a_positive_int(capacity: int) -> None:
+    with pytest.raises(ValueError, match="capacity must be a positive number of blocks"):
+        make_policy("lru", capacity)
+
+
+def test_make_policy_refuses_an_instance_holding_blocks() -> None:
+    policy = LRUPolicy(4)
+    policy.insert(key(1), ready())
+    with pytest.raises(ValueError, match="must be empty, it holds 1 blocks"):
+        make_policy(policy, 4)
