@@ -29,7 +29,9 @@ def build_manager(
     Tiers move bytes between host memory and their storage, so a tiering manager needs the
     worker's host blocks: ``host_blocks`` (``TorchOffloadingWorker.host_buffer`` in the same
     process), or else the shared-memory file ``transfer.shared_memory_path`` is mapped.
-    Reuse admission wraps the whole tree, so promotions from a tier are never filtered.
+    Either must hold every block the primary can address (its capacity, in rows of the
+    layout's offload block bytes), or the config is refused here rather than at the first
+    cascade. Reuse admission wraps the whole tree, so promotions from a tier are never filtered.
     """
     configure(checks=config.runtime_checks)
     manager = config.manager
@@ -37,6 +39,7 @@ def build_manager(
     built: OffloadingManager = _build_cpu(primary, config)
     if isinstance(manager, TieringManagerConfig):
         host = host_blocks if host_blocks is not None else _shared_host_blocks(config)
+        _check_host_blocks(host, config)
         tiers = [build_tier(tier, config, host) for tier in manager.secondary]
         built = TieringOffloadingManager(built, tiers)
     if primary.admission is not None:
@@ -67,9 +70,27 @@ def _shared_host_blocks(config: KVContractConfig) -> torch.Tensor:
                 "transfer.shared_memory_path"
             ],
         )
-    return HostBuffer(
-        config.host_blocks, config.kv_layout.offload_block_bytes, pin=False, shared_memory_path=path
-    ).tensor
+    try:
+        return HostBuffer(
+            config.host_blocks, config.kv_layout.offload_block_bytes, pin=False, shared_memory_path=path
+        ).tensor
+    except (ValueError, OSError) as error:
+        raise ConfigError("config", [f"transfer.shared_memory_path: {error}"]) from error
+
+
+def _check_host_blocks(host: torch.Tensor, config: KVContractConfig) -> None:
+    """Refuse host blocks the primary's block ids could run past, or whose rows are not one block each."""
+    rows, width = config.host_blocks, config.kv_layout.offload_block_bytes
+    if host.dtype != torch.uint8 or host.dim() != 2 or host.shape[0] < rows or host.shape[1] != width:
+        raise ConfigError(
+            "config",
+            [
+                f"host_blocks: the tiers address {rows} host blocks of {width} bytes (the primary's "
+                f"capacity in offload blocks of kv_layout), but the buffer given is "
+                f"{tuple(host.shape)} {host.dtype}: pass the host_buffer of a worker built from this "
+                "config (build_worker), or a shared-memory file of that size"
+            ],
+        )
 
 
 def build_tier(tier: FileTierConfig, config: KVContractConfig, host_blocks: torch.Tensor) -> SecondaryTier:
