@@ -12,7 +12,7 @@ from collections.abc import Set as AbstractSet
 import pytest
 from beartype import BeartypeConf
 from beartype.door import is_bearable
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from typing_extensions import override
 
@@ -44,6 +44,7 @@ ELEMENTS = st.one_of(st.just(GOOD), st.integers(), st.text(max_size=3), st.none(
 """Keys and things that are not keys, as a confused caller might mix them."""
 
 
+@settings(deadline=None)  # the first example re-wraps every contract class for full mode
 @given(st.lists(ELEMENTS, max_size=40))
 def test_full_mode_refuses_a_sequence_exactly_when_some_element_is_not_a_key(
     values: list[object],
@@ -171,6 +172,7 @@ ANSWERS = st.one_of(
 )
 
 
+@settings(deadline=None)  # the first example may re-wrap every contract class for sampled mode
 @given(CONTAINERS, CONTEXTS, ANSWERS)
 def test_sampled_checks_judge_every_call_as_beartype_alone_does(
     keys: object, context: object, answer: object
