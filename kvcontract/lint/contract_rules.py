@@ -99,7 +99,12 @@ class ContractChecker:
         return result
 
     def findings(self, summary: ModuleSummary) -> Iterator[Finding]:
-        """KVC003-KVC006 findings of the contract implementations in one checked module."""
+        """KVC003-KVC006 findings of the contract implementations in one checked module, and
+        KVC001 for contract methods they take from plain mixins."""
+        yield from self._signature_findings(summary)
+        yield from self.mixin_findings(summary)
+
+    def _signature_findings(self, summary: ModuleSummary) -> Iterator[Finding]:
         if not self.extra and self.resolver.modules.get("kvcontract.contracts.base") is None:
             return
         for index, cls in enumerate(summary.classes):

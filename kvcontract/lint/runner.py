@@ -182,7 +182,6 @@ def _lint(paths: Sequence[str], settings: LintSettings, sources: Mapping[str, by
         else:
             raw.extend(override_findings(resolver, summary, override, checked))
             raw.extend(contracts.findings(summary))
-            raw.extend(contracts.mixin_findings(summary))
         for f in raw:
             if not code_enabled(f.code, settings.select, settings.ignore):
                 continue

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 
+from kvcontract.lint.flake8_plugin import KVContractFlake8
 from tests.lint.helpers import found, lint_tree, write_tree
 
 HEADER = """\
@@ -203,3 +205,14 @@ def test_a_mixin_method_with_override_or_shadowed_by_the_class_is_clean(tmp_path
     assert found(lint_tree(tmp_path, ["impl.py"]), tmp_path) == set()
     write_tree(tmp_path, {"mixin.py": MIXIN, "impl.py": MIXED + "".join(GOOD.values())})
     assert found(lint_tree(tmp_path, ["impl.py"]), tmp_path) == set()
+
+
+def test_the_flake8_plugin_reports_the_mixin_case_too(tmp_path: Path) -> None:
+    body = "".join(v for k, v in GOOD.items() if k != "touch")
+    source = MIXED + body
+    write_tree(tmp_path, {"mixin.py": MIXIN, "impl.py": source})
+    path = tmp_path / "impl.py"
+    lines = source.splitlines(keepends=True)
+    results = list(KVContractFlake8(ast.parse(source), str(path), lines).run())
+    line = source.splitlines().index("class Manager(TouchMixin, OffloadingManager):") + 1
+    assert [(row, message.split()[0]) for row, _, message, _ in results] == [(line, "KVC001")]
