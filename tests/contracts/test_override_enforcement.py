@@ -271,7 +271,7 @@ class MarkedTouchMixin:
     """The same mixin with @override, as a mixin that inherits nothing can only carry at run time."""
 
     @override
-    def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> None:  # type: ignore[misc]  # pyright: ignore[reportGeneralTypeIssues]  # no base of the mixin defines touch
+    def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> None:  # type: ignore[misc]  # pyright: ignore[reportGeneralTypeIssues]  # noqa: KVC002  # no base of the mixin defines touch
         self.touched = len(keys)
 
 
