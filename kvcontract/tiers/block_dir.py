@@ -102,8 +102,9 @@ class BlockDirectory:
         Without ``create``, a missing shard directory or anything else in its place raises
         ``OSError``. With ``create`` the directories are made, replacing what is not one.
         """
-        # Four system calls more per block than one open by path (two openat, two close): 27 us
-        # of CPU per 128 KiB read on the 2-core dev VM (61 against 34), noise at 2 MiB and up.
+        # Six system calls more per read than one open by path (two openat and two close here,
+        # an lstat and an fstat in read_block): 27 us of CPU per 128 KiB block on the 2-core
+        # dev VM (61 against 34, tools-style interleaved thread_time), noise at 2 MiB and up.
         name = _name_of(key)
         shard = self._subdirectory(self._root_fd, name[:2], create)
         try:

@@ -256,14 +256,17 @@ class FileTierMachine(RuleBasedStateMachine):
         before = self.snapshot()
         self.tier.take_events()
         submit = self.tier.submit_load if load else self.tier.submit_store
+        job_id = next(self.job_ids)
         try:
-            submit(TierJob(next(self.job_ids), keys, host_ids))
+            submit(TierJob(job_id, keys, host_ids))
         except ValueError as error:
             assert "outside" in str(error)
         else:
             raise AssertionError("host block ids out of range were accepted")
         assert self.snapshot() == before
         assert self.tier.take_events() == [] and self.tier.get_finished() == []
+        assert submit(TierJob(job_id, [], [])), "the refused job's id stayed taken"
+        assert drain(self.tier, [job_id])[job_id].success
 
     @precondition(lambda self: any(self.tier.lookup(key(i)) is LookupResult.MISS for i in range(KEYS)))
     @rule(data=st.data(), payload=st.binary(min_size=BYTES, max_size=BYTES), load=st.booleans())
