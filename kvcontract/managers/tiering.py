@@ -34,6 +34,8 @@ from kvcontract.managers.evictions import EvictionListener
 __all__ = ["TierStats", "TieringOffloadingManager", "TieringStats"]
 
 _DRAIN_PAUSE_SECONDS = 0.0005
+_NOT_IN_TIER = (LookupResult.MISS, LookupResult.RETRY)
+"""Tier answers that make a cascade write the key: a tier still asking (remote tiers) may not hold it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,9 @@ class TierStats:
     bytes_read: int = 0
     bytes_written: int = 0
     failed_jobs: int = 0
+    lookups: int = 0
+    promotion_failures: int = 0
+    cascade_failures: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +82,9 @@ class _TierCounters:
     bytes_read: int = 0
     bytes_written: int = 0
     failed_jobs: int = 0
+    lookups: int = 0
+    promotion_failures: int = 0
+    cascade_failures: int = 0
 
 
 @dataclass
@@ -128,10 +136,14 @@ class TieringOffloadingManager(OffloadingManager):
             return LookupResult.RETRY
         if answer is LookupResult.HIT_PENDING:
             return answer
+        retry = False
         for state in self._tiers:
-            if state.tier.lookup(key) is LookupResult.HIT:
+            tier_answer = state.tier.lookup(key)
+            state.counters.lookups += 1
+            if tier_answer is LookupResult.HIT:
                 return self._start_promotion(key, state, self._prefix(req_context))
-        return LookupResult.MISS
+            retry = retry or tier_answer is LookupResult.RETRY
+        return LookupResult.RETRY if retry else LookupResult.MISS
 
     def _prefix(self, req_context: ReqContext) -> _RequestPrefix:
         step = (id(self), self._steps)
@@ -211,7 +223,7 @@ class TieringOffloadingManager(OffloadingManager):
     def _cascade(self, keys: Sequence[OffloadKey]) -> None:
         """Write ``keys``, readable in the primary since a successful ``complete_store``, to every tier."""
         for state in self._tiers:
-            missing = [k for k in keys if state.tier.lookup(k) is LookupResult.MISS]
+            missing = [k for k in keys if state.tier.lookup(k) in _NOT_IN_TIER]
             if not missing:
                 continue
             spec = self._primary.prepare_load(missing, self._own)
@@ -225,6 +237,7 @@ class TieringOffloadingManager(OffloadingManager):
                 state.cascades[job] = missing
             else:
                 state.counters.failed_jobs += 1
+                state.counters.cascade_failures += 1
                 self._primary.complete_load(missing, self._own)
 
     @override
@@ -290,6 +303,7 @@ class TieringOffloadingManager(OffloadingManager):
                 self._promoting.update(dict.fromkeys(keys, True))
             else:
                 state.counters.failed_jobs += 1
+                state.counters.promotion_failures += 1
                 self._finish_promotion(keys, success=False)
 
     def _poll(self) -> None:
@@ -302,6 +316,7 @@ class TieringOffloadingManager(OffloadingManager):
             state.counters.failed_jobs += 1
         promoted = state.promotions.pop(result.job_id, None)
         if promoted is not None:
+            state.counters.promotion_failures += not result.success
             if result.success:
                 state.counters.promoted += len(promoted)
                 state.counters.bytes_read += result.transfer_bytes
@@ -309,6 +324,7 @@ class TieringOffloadingManager(OffloadingManager):
             return
         cascaded = state.cascades.pop(result.job_id, None)
         if cascaded is not None:
+            state.counters.cascade_failures += not result.success
             if result.success:
                 state.counters.written += len(cascaded)
                 state.counters.bytes_written += result.transfer_bytes
