@@ -6,7 +6,7 @@ import pytest
 
 from custom_policy import FIFOPolicy, MetricsManager
 from kvcontract import ContractViolation, LookupResult, ReqContext, make_offload_key
-from kvcontract.managers import CPUOffloadingManager
+from kvcontract.managers import CPUOffloadingManager, ForwardingManager
 from kvcontract.policies import available_policies, get_policy
 
 KEYS = [make_offload_key(bytes([i]) * 8) for i in range(4)]
@@ -54,3 +54,32 @@ def test_the_decorator_gets_kvcontracts_runtime_checks() -> None:
     manager = MetricsManager(CPUOffloadingManager(4))
     with pytest.raises(ContractViolation, match="MetricsManager.prepare_store"):
         manager.prepare_store(set(KEYS), ReqContext("r"))  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+
+
+def test_the_decorator_remembers_only_the_most_recent_finished_requests() -> None:
+    manager = MetricsManager(CPUOffloadingManager(4), keep=2)
+    for name in ("a", "b", "c"):
+        manager.on_request_finished(ReqContext(name))
+    assert [m.req_id for m in manager.finished] == ["b", "c"]
+
+
+def test_calls_the_decorator_does_not_override_reach_the_inner_manager() -> None:
+    inner = CPUOffloadingManager(4, enable_events=True)
+    manager = MetricsManager(inner)
+    assert isinstance(manager, ForwardingManager) and manager.inner is inner
+    ctx = ReqContext("r")
+    plan = manager.prepare_store(KEYS[:1], ctx)
+    assert plan is not None
+    manager.complete_store(plan.keys_to_store, ctx)
+    assert [event.removed for event in manager.take_events()] == [False]
+    manager.reset_cache()
+    assert inner.stats().used == 0
+
+
+def test_a_load_the_inner_manager_refuses_counts_nothing() -> None:
+    manager = MetricsManager(CPUOffloadingManager(4))
+    ctx = ReqContext("r")
+    with pytest.raises(ValueError, match="prepare_load"):
+        manager.prepare_load(KEYS[:1], ctx)
+    manager.on_request_finished(ctx)
+    assert manager.finished[-1].loaded == 0

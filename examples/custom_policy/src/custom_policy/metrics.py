@@ -1,8 +1,14 @@
-"""A manager decorator: per-request prefix-hit metrics around any OffloadingManager."""
+"""A manager decorator: per-request prefix-hit metrics around any OffloadingManager.
+
+It inherits :class:`kvcontract.managers.ForwardingManager`, so every call it does not
+override still reaches the wrapped manager, and it keeps the metrics of the most recent
+``keep`` finished requests only: a decorator's memory must not grow with traffic.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from typing_extensions import override
@@ -10,13 +16,12 @@ from typing_extensions import override
 from kvcontract import (
     LoadStoreSpec,
     LookupResult,
-    ManagerStats,
-    OffloadingEvent,
     OffloadingManager,
     OffloadKey,
     PrepareStoreOutput,
     ReqContext,
 )
+from kvcontract.managers import ForwardingManager
 
 
 @dataclass(frozen=True)
@@ -38,12 +43,14 @@ class _Counts:
     stored: int = 0
 
 
-class MetricsManager(OffloadingManager):
-    """Forwards every call to ``inner`` and records, per request, lookups, hits, loads, stores."""
+class MetricsManager(ForwardingManager):
+    """Records, per request, lookups, hits, loads and stores; ``finished`` holds the last ``keep`` requests."""
 
-    def __init__(self, inner: OffloadingManager) -> None:
-        self._inner = inner
-        self.finished: list[RequestMetrics] = []
+    def __init__(self, inner: OffloadingManager, *, keep: int = 1_000) -> None:
+        if type(keep) is not int or keep < 1:
+            raise ValueError(f"keep must be an int >= 1 (finished requests to remember), got {keep!r}")
+        super().__init__(inner)
+        self.finished: deque[RequestMetrics] = deque(maxlen=keep)
 
     @staticmethod
     def _counts(req_context: ReqContext) -> _Counts:
@@ -63,16 +70,9 @@ class MetricsManager(OffloadingManager):
 
     @override
     def prepare_load(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> LoadStoreSpec:
+        spec = self._inner.prepare_load(keys, req_context)
         self._counts(req_context).loaded += len(keys)
-        return self._inner.prepare_load(keys, req_context)
-
-    @override
-    def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> None:
-        self._inner.touch(keys, req_context)
-
-    @override
-    def complete_load(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
-        self._inner.complete_load(keys, req_context)
+        return spec
 
     @override
     def prepare_store(
@@ -84,31 +84,9 @@ class MetricsManager(OffloadingManager):
         return plan
 
     @override
-    def complete_store(
-        self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True
-    ) -> None:
-        self._inner.complete_store(keys, req_context, success)
-
-    @override
     def on_request_finished(self, req_context: ReqContext) -> None:
         counts = self._counts(req_context)
         self.finished.append(
             RequestMetrics(req_context.req_id, counts.lookups, counts.hits, counts.loaded, counts.stored)
         )
         self._inner.on_request_finished(req_context)
-
-    @override
-    def take_events(self) -> list[OffloadingEvent]:
-        return self._inner.take_events()
-
-    @override
-    def stats(self) -> ManagerStats:
-        return self._inner.stats()
-
-    @override
-    def reset_cache(self) -> None:
-        self._inner.reset_cache()
-
-    @override
-    def shutdown(self) -> None:
-        self._inner.shutdown()
