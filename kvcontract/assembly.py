@@ -10,12 +10,19 @@ from collections.abc import Sequence
 
 import torch
 
-from kvcontract.config import ConfigError, CPUManagerConfig, FileTierConfig, KVContractConfig, TieringManagerConfig
+from kvcontract.config import (
+    ConfigError,
+    CPUManagerConfig,
+    FileTierConfig,
+    KVContractConfig,
+    RedisTierConfig,
+    TieringManagerConfig,
+)
 from kvcontract.contracts.manager import OffloadingManager
 from kvcontract.contracts.tier import SecondaryTier
 from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager, TieringOffloadingManager
-from kvcontract.tiers import FileTier
+from kvcontract.tiers import FileTier, RedisTier
 from kvcontract.transfer import HostBuffer, TorchOffloadingWorker
 
 __all__ = ["build_manager", "build_tier", "build_worker"]
@@ -93,8 +100,12 @@ def _check_host_blocks(host: torch.Tensor, config: KVContractConfig) -> None:
         )
 
 
-def build_tier(tier: FileTierConfig, config: KVContractConfig, host_blocks: torch.Tensor) -> SecondaryTier:
+def build_tier(
+    tier: FileTierConfig | RedisTierConfig, config: KVContractConfig, host_blocks: torch.Tensor
+) -> SecondaryTier:
     """The secondary tier ``tier`` describes, moving blocks in and out of ``host_blocks``."""
+    if isinstance(tier, RedisTierConfig):
+        return _build_redis(tier, config, host_blocks)
     return FileTier(
         tier.path,
         config.capacity_blocks(tier.capacity),
@@ -104,6 +115,32 @@ def build_tier(tier: FileTierConfig, config: KVContractConfig, host_blocks: torc
         umask=tier.umask,
         trust_shared_root=tier.trust_shared_root,
         enable_events=tier.enable_events,
+    )
+
+
+def _build_redis(tier: RedisTierConfig, config: KVContractConfig, host_blocks: torch.Tensor) -> RedisTier:
+    """A Redis tier whose values carry the fingerprint of ``config.kv_layout`` and the namespace."""
+    layout = config.kv_layout
+    description = (
+        f"{layout.dtype} layers={layout.num_layers} kv_heads={layout.num_kv_heads} head_dim={layout.head_dim} "
+        f"block_tokens={layout.block_tokens} offload_block_tokens={layout.offload_block_tokens} "
+        f"namespace={tier.namespace}"
+    )
+    nodes = [(host, int(port)) for host, _, port in (node.rpartition(":") for node in tier.cluster_nodes)]
+    return RedisTier(
+        host_blocks,
+        layout=description,
+        url=tier.url,
+        cluster_nodes=nodes,
+        namespace=tier.namespace,
+        socket_timeout=tier.socket_timeout,
+        connect_timeout=tier.connect_timeout,
+        pool_size=tier.pool_size,
+        ttl_seconds=tier.ttl_seconds,
+        io_threads=tier.io_threads,
+        lookup_timeout=tier.lookup_timeout,
+        retry_interval=tier.retry_interval,
+        start_degraded=tier.start_degraded,
     )
 
 

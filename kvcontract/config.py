@@ -45,6 +45,7 @@ __all__ = [
     "LAYOUT_PRESETS",
     "ManagerConfig",
     "PolicyConfig",
+    "RedisTierConfig",
     "ReuseAdmissionConfig",
     "TieringManagerConfig",
     "TransferConfig",
@@ -255,7 +256,41 @@ class FileTierConfig(_Model):
         return value
 
 
-TierConfig = Annotated[Union[FileTierConfig], Field(discriminator="kind")]
+class RedisTierConfig(_Model):
+    """Blocks as values on a Redis server or Redis Cluster that many engines share; Redis owns capacity.
+
+    Give ``url`` or ``cluster_nodes`` (``host:port``). Timeouts are seconds. ``namespace``
+    prefixes every key and enters the layout fingerprint, so give each model its own.
+    """
+
+    kind: Literal["redis"] = "redis"
+    url: str | None = Field(default=None, pattern=r"^(redis|rediss|unix)://")
+    cluster_nodes: list[Annotated[str, Field(pattern=r"^[^:\s]+:\d{1,5}$")]] = Field(
+        default_factory=list[str]
+    )
+    namespace: str = Field(default="kvc", min_length=1, pattern=r"^[^{}\s]+$")
+    socket_timeout: float = Field(default=1.0, gt=0)
+    connect_timeout: float = Field(default=1.0, gt=0)
+    lookup_timeout: float = Field(default=0.1, gt=0)
+    pool_size: int = Field(default=8, ge=2)
+    ttl_seconds: int | None = Field(default=None, ge=1)
+    io_threads: int = Field(default=4, ge=1)
+    start_degraded: bool = False
+    retry_interval: float = Field(default=1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_address(self) -> Self:
+        if (self.url is None) == (not self.cluster_nodes):
+            raise ValueError("give exactly one of url (redis://host:port/db) and cluster_nodes ([host:port, ...])")
+        if self.pool_size < self.io_threads + 1:
+            raise ValueError(
+                f"pool_size ({self.pool_size}) must be at least io_threads + 1 ({self.io_threads + 1}): "
+                "each I/O thread and the lookup thread hold a connection"
+            )
+        return self
+
+
+TierConfig = Annotated[Union[FileTierConfig, RedisTierConfig], Field(discriminator="kind")]
 
 
 class TieringManagerConfig(_Model):
@@ -309,6 +344,7 @@ class KVContractConfig(_Model):
         tiers = [
             (f"manager.secondary.{i}.capacity", tier.capacity)
             for i, tier in enumerate(manager.secondary)
+            if isinstance(tier, FileTierConfig)
         ]
         return [("manager.primary.capacity", manager.primary.capacity), *tiers]
 
@@ -416,7 +452,7 @@ def _describe(error: ValidationError) -> list[str]:
     return lines
 
 
-_KIND_TAGS = frozenset({"cpu", "tiering", "file"})
+_KIND_TAGS = frozenset({"cpu", "tiering", "file", "redis"})
 
 
 def _field_path(location: Sequence[int | str]) -> str:

@@ -1,0 +1,79 @@
+"""The value of one block in Redis: a checked header, the key, then the payload.
+
+Layout (little-endian): magic ``KVCR``, format version (u16), key length (u16), payload
+length (u64), xxh3-64 checksum of the payload (u64), layout fingerprint (16 bytes), the
+key, the payload. It is the file tier's block format (same checksum, same error type from
+:mod:`kvcontract.tiers.block_file`) plus the fingerprint, because engines of different
+models or layouts may share one server. The key is repeated inside the value so that a
+value copied or written under another key never passes for that key's block.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import xxhash
+
+from kvcontract.contracts.keys import OffloadKey
+from kvcontract.tiers.block_file import CorruptBlockError, checksum
+
+__all__ = [
+    "FORMAT_VERSION",
+    "BadValueError",
+    "decode_value",
+    "encode_value",
+    "header_size",
+    "layout_fingerprint",
+]
+
+MAGIC = b"KVCR"
+FORMAT_VERSION = 1
+_FIXED = struct.Struct("<4sHHQQ16s")
+
+
+class BadValueError(CorruptBlockError):
+    """A Redis value that is not the block asked for; ``checksum_failed`` when only the payload hash is wrong."""
+
+    def __init__(self, message: str, *, checksum_failed: bool = False) -> None:
+        super().__init__(message)
+        self.checksum_failed: bool = checksum_failed
+
+
+def layout_fingerprint(description: str) -> bytes:
+    """16 bytes that differ between layouts: the xxh3-128 digest of ``description``."""
+    return xxhash.xxh3_128_digest(description.encode())
+
+
+def header_size(key: OffloadKey) -> int:
+    """Bytes before the payload in the value of ``key``."""
+    return _FIXED.size + len(key)
+
+
+def encode_value(key: OffloadKey, fingerprint: bytes, payload: memoryview) -> bytes:
+    """The value stored for ``key``: header, key and payload in one buffer (one copy of the payload)."""
+    header = _FIXED.pack(MAGIC, FORMAT_VERSION, len(key), len(payload), checksum(payload), fingerprint)
+    return b"".join((header, key, payload))
+
+
+def decode_value(value: bytes, key: OffloadKey, fingerprint: bytes, payload_len: int) -> memoryview:
+    """The payload of ``value`` once every header field and the checksum hold, else :class:`BadValueError`."""
+    start = _FIXED.size + len(key)
+    if len(value) < start:
+        raise BadValueError(f"value of {len(value)} bytes is shorter than its header")
+    magic, version, key_len, stored_len, payload_checksum, stored_fingerprint = _FIXED.unpack_from(value)
+    if magic != MAGIC:
+        raise BadValueError(f"bad magic {magic!r}")
+    if version != FORMAT_VERSION:
+        raise BadValueError(f"format version {version}, expected {FORMAT_VERSION}")
+    if stored_fingerprint != fingerprint:
+        raise BadValueError("layout fingerprint differs: written by another model or layout")
+    if key_len != len(key) or value[_FIXED.size : start] != key:
+        raise BadValueError("holds another key")
+    if stored_len != payload_len or len(value) != start + payload_len:
+        raise BadValueError(
+            f"payload of {len(value) - start} bytes (header says {stored_len}), expected {payload_len}"
+        )
+    payload = memoryview(value)[start:]
+    if checksum(payload) != payload_checksum:
+        raise BadValueError("payload checksum mismatch", checksum_failed=True)
+    return payload

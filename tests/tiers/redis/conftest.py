@@ -1,0 +1,119 @@
+"""Fixtures of the Redis tier tests: fresh servers per test session, tiers that shut down after the test.
+
+Without ``redis-server`` or redis-py the test modules here are not collected and
+``test_requirements.py`` skips with the one reason; ``KVCONTRACT_REQUIRE=redis`` (CI)
+makes that skip a failure.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import pytest
+import torch
+
+from kvcontract.tiers import RedisTier
+from tests.tiers.redis.support import (
+    BLOCK_BYTES,
+    HOST_BLOCKS,
+    LAYOUT,
+    RedisClusterServers,
+    RedisServer,
+    missing_reason,
+)
+
+collect_ignore_glob = [] if missing_reason() is None else ["test_redis_*.py"]
+_namespaces = itertools.count()
+
+
+class MakeTier(Protocol):
+    """Builds a tier on the session's server in the test's namespace, unless told otherwise."""
+
+    def __call__(
+        self,
+        *,
+        url: str | None = None,
+        cluster_nodes: Sequence[tuple[str, int]] = (),
+        namespace: str | None = None,
+        host_blocks: torch.Tensor | None = None,
+        layout: str = LAYOUT,
+        socket_timeout: float = 2.0,
+        lookup_timeout: float = 10.0,
+        ttl_seconds: int | None = None,
+        io_threads: int = 2,
+        start_degraded: bool = False,
+    ) -> RedisTier: ...
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One server for the session, with Redis owning eviction (``allkeys-lru``)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"), "--maxmemory-policy", "allkeys-lru")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A server of the test's own, which the test may stop, restart or fill."""
+    server = RedisServer(tmp_path / "redis", "--maxmemory-policy", "allkeys-lru")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterServers]:
+    """Three masters joined into a cluster, for the session."""
+    cluster = RedisClusterServers(tmp_path_factory.mktemp("cluster"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def host() -> torch.Tensor:
+    """Host memory of the test: ``HOST_BLOCKS`` blocks of ``BLOCK_BYTES``."""
+    return torch.zeros((HOST_BLOCKS, BLOCK_BYTES), dtype=torch.uint8)
+
+
+@pytest.fixture
+def make_tier(redis_server: RedisServer, host: torch.Tensor) -> Iterator[MakeTier]:
+    """Builds tiers on the session server in the test's own namespace; all are shut down after the test."""
+    tiers: list[RedisTier] = []
+    default_namespace = f"t{next(_namespaces)}"
+
+    def make(
+        *,
+        url: str | None = None,
+        cluster_nodes: Sequence[tuple[str, int]] = (),
+        namespace: str | None = None,
+        host_blocks: torch.Tensor | None = None,
+        layout: str = LAYOUT,
+        socket_timeout: float = 2.0,
+        lookup_timeout: float = 10.0,
+        ttl_seconds: int | None = None,
+        io_threads: int = 2,
+        start_degraded: bool = False,
+    ) -> RedisTier:
+        tier = RedisTier(
+            host if host_blocks is None else host_blocks,
+            layout=layout,
+            url=None if cluster_nodes else url or redis_server.url,
+            cluster_nodes=cluster_nodes,
+            namespace=namespace or default_namespace,
+            socket_timeout=socket_timeout,
+            connect_timeout=socket_timeout,
+            lookup_timeout=lookup_timeout,
+            ttl_seconds=ttl_seconds,
+            io_threads=io_threads,
+            retry_interval=0.05,
+            start_degraded=start_degraded,
+        )
+        tiers.append(tier)
+        return tier
+
+    yield make
+    for tier in tiers:
+        tier.shutdown()

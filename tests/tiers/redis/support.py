@@ -1,0 +1,281 @@
+"""Real Redis servers on loopback ports for the Redis tier tests, and job helpers shared by them.
+
+Servers listen on 127.0.0.1 only, keep nothing on disk and allow DEBUG from loopback, so
+tests can inject faults through the server itself (``CLIENT KILL``, ``DEBUG SLEEP``...).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import random
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Collection, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from kvcontract import LookupResult, OffloadKey, SecondaryTier, TierJob, TransferResult, make_offload_key
+
+HOST = "127.0.0.1"
+BLOCK_BYTES = 4096
+HOST_BLOCKS = 16
+LAYOUT = "test-layout uint8 4096"
+_START_LIMIT_S = 20.0
+_DRAIN_LIMIT_S = 60.0
+"""Guards against a hang only: servers start and jobs finish well within them."""
+
+
+REQUIRE_VARIABLE = "KVCONTRACT_REQUIRE"
+"""``KVCONTRACT_REQUIRE=redis`` (CI) turns the skip for missing Redis parts into a failure."""
+
+
+def redis_server_path() -> str | None:
+    """``redis-server`` on PATH, or ``None``."""
+    return shutil.which("redis-server")
+
+
+def missing_reason() -> str | None:
+    """Why the Redis tests cannot run here (no server binary, no redis-py), or ``None``."""
+    if redis_server_path() is None or shutil.which("redis-cli") is None:
+        return "redis-server and redis-cli are not on PATH (Debian: apt-get install redis-server)"
+    if importlib.util.find_spec("redis") is None:
+        return "redis-py is not installed (pip install 'kvcontract[redis]')"
+    return None
+
+
+def required() -> bool:
+    """Whether this run must not skip the Redis tests."""
+    return "redis" in os.environ.get(REQUIRE_VARIABLE, "").split(",")
+
+
+class Commands(Protocol):
+    """What the tests call on a plain client: any command, as redis-cli would send it."""
+
+    def execute_command(self, *args: bytes | str | int | float) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((HOST, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def free_cluster_port() -> int:
+    """A free loopback port at most 55535 whose cluster bus port (10,000 higher) is free too."""
+    for _ in range(1000):
+        port = random.randint(20_000, 55_535)
+        if _bindable(port) and _bindable(port + 10_000):
+            return port
+    raise AssertionError("no free pair of loopback ports for a cluster node")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((HOST, port))
+        except OSError:
+            return False
+        return True
+
+
+class RedisServer:
+    """A ``redis-server`` on a free loopback port, in its own directory, that a test can stop and restart."""
+
+    def __init__(self, workdir: Path, *extra: str, port: int | None = None) -> None:
+        self.port: int = port if port is not None else free_port()
+        self.workdir = workdir
+        self._extra = extra
+        self._process: subprocess.Popen[bytes] | None = None
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.start()
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0``."""
+        return f"redis://{HOST}:{self.port}/0"
+
+    def client(self, socket_timeout: float = 10.0) -> Commands:
+        """A plain redis-py client of this server, for checks and fault injection."""
+        import redis
+
+        return redis.Redis(host=HOST, port=self.port, socket_timeout=socket_timeout)
+
+    def command(self, *args: bytes | str | int | float) -> Any:
+        """Send one command on a new connection (so that killing clients never hits this one)."""
+        client = self.client()
+        try:
+            return client.execute_command(*args)
+        finally:
+            client.close()
+
+    def start(self) -> None:
+        """Start the server and wait until it answers PING."""
+        server = redis_server_path()
+        assert server is not None, "redis-server is not on PATH"
+        command = [
+            server,
+            "--port", str(self.port),
+            "--bind", HOST,
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(self.workdir),
+            "--enable-debug-command", "local",
+            "--logfile", "server.log",
+            *self._extra,
+        ]
+        self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        import redis
+
+        deadline = time.monotonic() + _START_LIMIT_S
+        while True:
+            try:
+                if self.command("PING"):
+                    return
+            except redis.ConnectionError:
+                pass
+            assert self._process.poll() is None, f"redis-server on port {self.port} exited at start"
+            assert time.monotonic() < deadline, f"redis-server on port {self.port} never answered"
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        """Stop the server (its data is gone: nothing is saved)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            self._process.wait(timeout=_START_LIMIT_S)
+        self._process = None
+
+    def restart(self) -> None:
+        """Stop, then start again on the same port, empty."""
+        self.stop()
+        self.start()
+
+
+class RedisClusterServers:
+    """Three cluster-enabled masters on loopback ports, joined with ``redis-cli --cluster create``."""
+
+    def __init__(self, workdir: Path) -> None:
+        options = (
+            "--cluster-enabled", "yes",
+            "--cluster-node-timeout", "1000",
+            "--cluster-require-full-coverage", "no",
+        )
+        self.nodes = [
+            RedisServer(workdir / f"node{i}", *options, "--cluster-config-file", "nodes.conf", port=free_cluster_port())
+            for i in range(3)
+        ]
+        cli = shutil.which("redis-cli")
+        assert cli is not None, "redis-cli is not on PATH (it comes with redis-server)"
+        addresses = [f"{HOST}:{node.port}" for node in self.nodes]
+        subprocess.run(
+            [cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        deadline = time.monotonic() + _START_LIMIT_S
+        while not all(_cluster_ok(node) for node in self.nodes):
+            assert time.monotonic() < deadline, "the cluster never reached cluster_state:ok"
+            time.sleep(0.05)
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        """``(host, port)`` of every master."""
+        return [(HOST, node.port) for node in self.nodes]
+
+    def stop(self) -> None:
+        """Stop every node."""
+        for node in self.nodes:
+            node.stop()
+
+
+def _cluster_ok(node: RedisServer) -> bool:
+    info = node.command("CLUSTER", "INFO")
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    return "cluster_state:ok" in text
+
+
+def key(i: int) -> OffloadKey:
+    """The ``i``-th test key."""
+    return make_offload_key(i.to_bytes(8, "big") * 4)
+
+
+def pattern(seed: int, nbytes: int = BLOCK_BYTES) -> torch.Tensor:
+    """Deterministic random bytes for block content number ``seed``."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (nbytes,), dtype=torch.uint8, generator=generator)
+
+
+def fill(host: torch.Tensor, host_ids: Sequence[int], seeds: Sequence[int]) -> None:
+    """Write content ``seeds[i]`` into host block ``host_ids[i]``."""
+    for host_id, seed in zip(host_ids, seeds):
+        host[host_id].copy_(pattern(seed, int(host.shape[1])))
+
+
+def drain(tier: SecondaryTier, job_ids: Collection[int]) -> dict[int, TransferResult]:
+    """Poll ``tier`` until every job of ``job_ids`` is reported; each must be reported once."""
+    results: dict[int, TransferResult] = {}
+    deadline = time.monotonic() + _DRAIN_LIMIT_S
+    while len(results) < len(job_ids):
+        for result in tier.get_finished():
+            assert result.job_id in job_ids, f"unexpected job {result.job_id}"
+            assert result.job_id not in results, f"job {result.job_id} reported twice"
+            results[result.job_id] = result
+        assert time.monotonic() < deadline, f"jobs {set(job_ids) - set(results)} never finished"
+        time.sleep(0.001)
+    return results
+
+
+def store(
+    tier: SecondaryTier, job_ids: Iterator[int], keys: Sequence[OffloadKey], host_ids: Sequence[int]
+) -> TransferResult:
+    """Store ``keys`` from ``host_ids`` and wait for the result; the submit must be accepted."""
+    job_id = next(job_ids)
+    assert tier.submit_store(TierJob(job_id, keys, host_ids))
+    return drain(tier, [job_id])[job_id]
+
+
+def load(
+    tier: SecondaryTier, job_ids: Iterator[int], keys: Sequence[OffloadKey], host_ids: Sequence[int]
+) -> TransferResult:
+    """Load ``keys`` into ``host_ids`` and wait for the result; the submit must be accepted."""
+    job_id = next(job_ids)
+    assert tier.submit_load(TierJob(job_id, keys, host_ids))
+    return drain(tier, [job_id])[job_id]
+
+
+def settle(tier: SecondaryTier, key_: OffloadKey) -> LookupResult:
+    """Look ``key_`` up until the answer is no longer ``RETRY`` (the EXISTS batch landed)."""
+    deadline = time.monotonic() + _DRAIN_LIMIT_S
+    while True:
+        answer = tier.lookup(key_)
+        if answer is not LookupResult.RETRY:
+            return answer
+        assert time.monotonic() < deadline, "a lookup stayed RETRY"
+        time.sleep(0.0005)
+
+
+def job_counter() -> Iterator[int]:
+    """Job ids for one test."""
+    return itertools.count(1)
+
+
+def redis_config(url: str, namespace: str) -> dict[str, object]:
+    """A tiering config of the `tiny` layout with a small host memory over one Redis tier."""
+    return {
+        "kv_layout": {"preset": "tiny", "block_tokens": 16, "offload_block_tokens": 16},
+        "manager": {
+            "kind": "tiering",
+            "primary": {"kind": "cpu", "capacity": 64, "policy": {"kind": "lru"}},
+            "secondary": [{"kind": "redis", "url": url, "namespace": namespace, "lookup_timeout": 5.0}],
+        },
+    }

@@ -1,0 +1,16 @@
+"""The one place the Redis tests say why they did not run, and fail instead under ``KVCONTRACT_REQUIRE=redis``."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.tiers.redis.support import REQUIRE_VARIABLE, missing_reason, required
+
+
+def test_redis_parts_are_present() -> None:
+    reason = missing_reason()
+    if reason is None:
+        return
+    if required():
+        pytest.fail(f"{REQUIRE_VARIABLE} names redis but {reason}")
+    pytest.skip(reason)
