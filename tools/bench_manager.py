@@ -10,16 +10,27 @@ manager; each segment keeps its fastest of ``--repeats`` runs, and the per-block
 is the sum of those over all blocks. A reference loop's speed is printed with the table:
 figures from a loaded machine are slower by about the same factor.
 
-    python tools/bench_manager.py [--trace PATH] [--repeats 3] [--policies lru,arc]
+With ``--peer`` (needs vLLM, extra ``vllm``), vLLM's own ``CPUOffloadingManager`` (its
+``lru`` and ``arc``, store threshold 1) replays the same trace through the same loop as
+a peer column: each round replays the whole trace through a fresh kvcontract manager
+(checks off) and then a fresh vLLM manager, the CPU time of each is taken, and the table
+shows the median of the per-round ratios vLLM / kvcontract. vLLM's scheduler records
+each key's end-token position on the request context; the peer loop does the same
+before it starts the clock.
+
+    python tools/bench_manager.py [--trace PATH] [--repeats 3] [--policies lru,arc] [--peer --rounds 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -28,6 +39,7 @@ from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.policies import available_policies
 from kvcontract.sim import TraceRequest, read_trace, replay
+from kvcontract.sim.trace import block_key
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "conversation_trace.jsonl"
 UNIQUE_BLOCKS = 182_790
@@ -72,6 +84,113 @@ def measure(
     return Measurement(hit_ratios.pop(), sum(best[False]) * 1e6 / blocks, sum(best[True]) * 1e6 / blocks)
 
 
+@dataclass(frozen=True)
+class PeerMeasurement:
+    """kvcontract against vLLM's manager, same policy and capacity: CPU µs per block and hit ratios."""
+
+    us_kvcontract: float
+    us_vllm: float
+    median_ratio: float
+    hit_ratio_kvcontract: float
+    hit_ratio_vllm: float
+
+
+BLOCK_TOKENS = 16
+"""Tokens per block in the positions the peer loop records, as vLLM's scheduler would."""
+
+
+def replay_vllm(manager: Any, chains: Sequence[Sequence[bytes]], contexts: Sequence[Any]) -> tuple[int, float]:
+    """kvcontract's replay loop (``kvcontract.sim.replay``) over vLLM's manager: hit blocks and CPU seconds."""
+    from vllm.v1.kv_offload.base import LookupResult
+
+    hit = LookupResult.HIT
+    lookup, touch = manager.lookup, manager.touch
+    prepare_load, complete_load = manager.prepare_load, manager.complete_load
+    prepare_store, complete_store = manager.prepare_store, manager.complete_store
+    new_request, finished = manager.on_new_request, manager.on_request_finished
+    hit_blocks = 0
+    start = time.thread_time()
+    for keys, context in zip(chains, contexts):
+        if not keys:
+            continue
+        new_request(context)
+        found = 0
+        for key in keys:
+            if lookup(key, context) is not hit:
+                break
+            found += 1
+        if found:
+            prefix = keys[:found]
+            prepare_load(prefix, context)
+            complete_load(prefix, context)
+        output = prepare_store(keys, context) if found < len(keys) else None
+        touch(keys, context)
+        if output is not None:
+            complete_store(output.keys_to_store, context)
+        finished(context)
+        hit_blocks += found
+    return hit_blocks, time.thread_time() - start
+
+
+def measure_peer(policy: str, capacity: int, requests: Sequence[TraceRequest], rounds: int) -> PeerMeasurement:
+    """Interleave kvcontract (checks off) and vLLM replays of the whole trace, ``rounds`` times each."""
+    from vllm.v1.kv_offload.base import ReqContext as VLLMReqContext
+    from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager as VLLMManager
+
+    chains = [[block_key(hash_id) for hash_id in request.hash_ids] for request in requests]
+    blocks = sum(map(len, chains))
+    ours: list[float] = []
+    theirs: list[float] = []
+    hits: dict[str, set[int]] = {"kvcontract": set(), "vllm": set()}
+    configure(checks=False)
+    try:
+        for _ in range(rounds):
+            report = replay(CPUOffloadingManager(capacity, policy), requests)
+            ours.append(report.cpu_seconds)
+            hits["kvcontract"].add(report.hit_blocks)
+            contexts = []
+            for number, keys in enumerate(chains):
+                context = VLLMReqContext(req_id=str(number))
+                for position, key in enumerate(keys, start=1):
+                    context.set_offload_key_position(key, position * BLOCK_TOKENS)
+                contexts.append(context)
+            hit_blocks, seconds = replay_vllm(VLLMManager(capacity, cache_policy=policy), chains, contexts)
+            theirs.append(seconds)
+            hits["vllm"].add(hit_blocks)
+    finally:
+        configure(checks=True)
+    if any(len(counts) != 1 for counts in hits.values()):
+        raise RuntimeError(f"{policy}: hit counts differ between rounds: {hits}")
+    return PeerMeasurement(
+        us_kvcontract=statistics.median(ours) * 1e6 / blocks,
+        us_vllm=statistics.median(theirs) * 1e6 / blocks,
+        median_ratio=statistics.median(t / o for t, o in zip(theirs, ours)),
+        hit_ratio_kvcontract=hits["kvcontract"].pop() / blocks,
+        hit_ratio_vllm=hits["vllm"].pop() / blocks,
+    )
+
+
+def print_peer_table(console: Console, results: dict[tuple[str, float], PeerMeasurement], rounds: int) -> None:
+    """The peer comparison: per policy and capacity, both managers' µs/block and the median ratio."""
+    table = Table(
+        title="kvcontract against vLLM 0.33's CPUOffloadingManager (same loop, checks off)",
+        caption=f"µs/block: median CPU time per requested block over {rounds} interleaved rounds; ratio: median per-round vLLM / kvcontract.",
+    )
+    for column in ("policy", "capacity", "kvcontract µs/block", "vLLM µs/block", "vLLM / kvcontract", "hit kvcontract", "hit vLLM"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for (policy, fraction), result in results.items():
+        table.add_row(
+            policy,
+            f"{fraction:.0%}",
+            f"{result.us_kvcontract:.2f}",
+            f"{result.us_vllm:.2f}",
+            f"{result.median_ratio:.2f}x",
+            f"{result.hit_ratio_kvcontract:.4f}",
+            f"{result.hit_ratio_vllm:.4f}",
+        )
+    console.print(table)
+
+
 def reference_ns() -> float:
     """Nanoseconds per iteration of a dict-lookup loop: how fast this machine runs Python now."""
     table = {number: number for number in range(1000)}
@@ -92,7 +211,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (default 3)")
     parser.add_argument("--segment", type=int, default=1000, help="requests per timed segment (default 1000)")
     parser.add_argument("--policies", default=",".join(BUILT_IN), help="comma-separated policy names")
+    parser.add_argument("--peer", action="store_true", help="also replay vLLM's own manager (lru, arc) as a peer column")
+    parser.add_argument("--peer-only", action="store_true", help="print only the peer comparison")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the peer comparison (default 5)")
     options = parser.parse_args(argv)
+    if options.peer or options.peer_only:
+        try:
+            import vllm.v1.kv_offload.cpu.manager  # noqa: F401  # the peer column needs vLLM
+        except ImportError:
+            sys.exit("--peer needs vLLM: pip install 'kvcontract[vllm]'")
     policies = [name.strip() for name in options.policies.split(",") if name.strip()]
     unknown = sorted(set(policies) - set(available_policies()))
     if unknown or options.repeats < 1 or options.segment < 1:
@@ -104,6 +231,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     requests = read_trace(options.trace)
     segments = [requests[i : i + options.segment] for i in range(0, len(requests), options.segment)]
     console = Console(width=112)
+    if options.peer or options.peer_only:
+        peers: dict[tuple[str, float], PeerMeasurement] = {}
+        with console.status("replaying against vLLM") as status:
+            for policy in [name for name in policies if name in ("lru", "arc")]:
+                for fraction in FRACTIONS:
+                    status.update(f"{policy} at {fraction:.0%} against vLLM")
+                    peers[policy, fraction] = measure_peer(
+                        policy, round(UNIQUE_BLOCKS * fraction), requests, options.rounds
+                    )
+        print_peer_table(console, peers, options.rounds)
+        if options.peer_only:
+            return
     results: dict[tuple[str, float], Measurement] = {}
     with console.status("replaying") as status:
         for policy in policies:

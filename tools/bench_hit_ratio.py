@@ -1,0 +1,176 @@
+"""Hit ratio of every kvcontract policy against vLLM 0.33's manager and the offline optimum, per trace shape.
+
+Replays the shared conversation trace and the synthetic shapes of ``trace_shapes.py``
+at 2 %, 5 % and 10 % of each trace's unique blocks through the same loop
+(``kvcontract.sim.replay``; its copy ``bench_manager.replay_vllm`` for vLLM): every
+kvcontract policy with store threshold 1 (``CPUOffloadingManager``) and 2 (wrapped in
+``FilterReusedOffloadingManager``), vLLM's ``lru`` and ``arc`` with ``store_threshold``
+1 and 2, and Belady's offline optimum (``kvcontract.sim.optimum``). Prints one table per
+trace and, with ``--plot PATH``, draws the curves (needs matplotlib, extra ``plot``).
+
+    python tools/bench_hit_ratio.py [--traces conversation,short_sessions,...] [--plot docs/images/hit_ratio.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from bench_manager import BLOCK_TOKENS, DEFAULT_TRACE, replay_vllm
+from kvcontract.enforce import configure
+from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
+from kvcontract.sim import read_trace, replay
+from kvcontract.sim.optimum import optimal_hit_ratio
+from kvcontract.sim.trace import block_key
+from trace_shapes import SHAPES
+
+FRACTIONS = (0.02, 0.05, 0.10)
+POLICIES = ("lru", "arc", "s3fifo", "sieve", "prefix_reuse")
+VLLM_POLICIES = ("lru", "arc")
+THRESHOLDS = (1, 2)
+
+
+def traces(names: Sequence[str], conversation: Path) -> dict[str, list[list[int]]]:
+    """The named traces as lists of hash-id chains."""
+    found: dict[str, list[list[int]]] = {}
+    for name in names:
+        if name == "conversation":
+            found[name] = [list(request.hash_ids) for request in read_trace(conversation)]
+        else:
+            found[name] = SHAPES[name](0)
+    return found
+
+
+def kvcontract_hit_ratio(requests: list[list[int]], capacity: int, policy: str, threshold: int) -> float:
+    """Hit ratio of a kvcontract manager with ``policy``, storing on the ``threshold``-th offer."""
+    manager = CPUOffloadingManager(capacity, policy)
+    report = replay(manager if threshold == 1 else FilterReusedOffloadingManager(manager, store_threshold=threshold), requests)
+    return report.hit_ratio
+
+
+def vllm_hit_ratio(requests: list[list[int]], capacity: int, policy: str, threshold: int) -> float:
+    """Hit ratio of vLLM's ``CPUOffloadingManager`` through the same loop."""
+    from vllm.v1.kv_offload.base import ReqContext
+    from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager as VLLMManager
+
+    chains = [[block_key(hash_id) for hash_id in request] for request in requests]
+    contexts = []
+    for number, keys in enumerate(chains):
+        context = ReqContext(req_id=str(number))
+        for position, key in enumerate(keys, start=1):
+            context.set_offload_key_position(key, position * BLOCK_TOKENS)
+        contexts.append(context)
+    manager = VLLMManager(capacity, cache_policy=policy, store_threshold=threshold)
+    hit_blocks, _seconds = replay_vllm(manager, chains, contexts)
+    return hit_blocks / sum(map(len, chains))
+
+
+def measure(requests: list[list[int]], with_vllm: bool) -> dict[str, dict[float, float]]:
+    """Every configuration's hit ratio at every capacity: {configuration: {fraction: ratio}}."""
+    unique = len({hash_id for request in requests for hash_id in request})
+    curves: dict[str, dict[float, float]] = {}
+    for fraction in FRACTIONS:
+        capacity = max(1, round(unique * fraction))
+        for policy in POLICIES:
+            for threshold in THRESHOLDS:
+                curves.setdefault(f"kvcontract {policy} t{threshold}", {})[fraction] = kvcontract_hit_ratio(
+                    requests, capacity, policy, threshold
+                )
+        if with_vllm:
+            for policy in VLLM_POLICIES:
+                for threshold in THRESHOLDS:
+                    curves.setdefault(f"vLLM {policy} t{threshold}", {})[fraction] = vllm_hit_ratio(
+                        requests, capacity, policy, threshold
+                    )
+        curves.setdefault("offline optimum", {})[fraction] = optimal_hit_ratio(requests, capacity)
+    return curves
+
+
+def best(curves: dict[str, dict[float, float]], prefix: str, fraction: float) -> tuple[str, float]:
+    """The configuration starting with ``prefix`` with the highest hit ratio at ``fraction``."""
+    name = max((name for name in curves if name.startswith(prefix)), key=lambda name: curves[name][fraction])
+    return name, curves[name][fraction]
+
+
+def print_table(console: Console, trace: str, requests: list[list[int]], curves: dict[str, dict[float, float]]) -> None:
+    """One trace's hit ratios, the best of each side marked per capacity."""
+    unique = len({hash_id for request in requests for hash_id in request})
+    table = Table(title=f"{trace}: {len(requests):,} requests, {sum(map(len, requests)):,} blocks, {unique:,} unique")
+    table.add_column("configuration")
+    for fraction in FRACTIONS:
+        table.add_column(f"{fraction:.0%}", justify="right")
+    for name, curve in curves.items():
+        table.add_row(name, *(f"{curve[fraction]:.4f}" for fraction in FRACTIONS))
+    if any(name.startswith("vLLM") for name in curves):
+        table.add_section()
+        for side in ("kvcontract", "vLLM"):
+            table.add_row(f"best {side}", *(
+                "{1:.4f} ({0})".format(*best(curves, side, fraction)).replace(f"{side} ", "") for fraction in FRACTIONS
+            ))
+    console.print(table)
+
+
+def plot(results: dict[str, dict[str, dict[float, float]]], path: Path) -> None:
+    """Hit ratio against capacity, one panel per trace: best kvcontract, best vLLM, the optimum, and each kvcontract policy."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("--plot needs matplotlib: pip install 'kvcontract[plot]'")
+    figure, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.8), squeeze=False)
+    xs = [100 * fraction for fraction in FRACTIONS]
+    for axis, (trace, curves) in zip(axes[0], results.items()):
+        for name, curve in curves.items():
+            if name.endswith("t2") and name.startswith("kvcontract"):
+                continue
+            style = {"linestyle": "--", "color": "black"} if name == "offline optimum" else {}
+            if name.startswith("vLLM"):
+                style = {"linestyle": ":", "marker": "x"}
+            axis.plot(xs, [curve[fraction] for fraction in FRACTIONS], marker=style.pop("marker", "o"), label=name, **style)
+        axis.set_title(trace)
+        axis.set_xlabel("capacity, % of unique blocks")
+        axis.set_ylabel("hit ratio")
+        axis.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Measure and print (and plot) the hit ratios."""
+    parser = argparse.ArgumentParser(description="Hit ratios of kvcontract and vLLM policies per trace shape.")
+    parser.add_argument("--traces", default=",".join(["conversation", *SHAPES]), help="comma-separated trace names")
+    parser.add_argument("--conversation", type=Path, default=DEFAULT_TRACE, help="the shared conversation trace")
+    parser.add_argument("--no-vllm", action="store_true", help="leave vLLM's manager out")
+    parser.add_argument("--plot", type=Path, help="write the curves to this PNG")
+    options = parser.parse_args(argv)
+    names = [name.strip() for name in options.traces.split(",") if name.strip()]
+    unknown = sorted(set(names) - {"conversation", *SHAPES})
+    if unknown:
+        parser.error(f"unknown traces {unknown}; known: conversation, {', '.join(SHAPES)}")
+    with_vllm = not options.no_vllm
+    if with_vllm:
+        try:
+            import vllm.v1.kv_offload.cpu.manager  # noqa: F401  # the vLLM rows need vLLM
+        except ImportError:
+            sys.exit("the vLLM rows need vLLM: pip install 'kvcontract[vllm]', or pass --no-vllm")
+    configure(checks=False)
+    console = Console(width=140)
+    results: dict[str, dict[str, dict[float, float]]] = {}
+    for trace, requests in traces(names, options.conversation).items():
+        results[trace] = measure(requests, with_vllm)
+        print_table(console, trace, requests, results[trace])
+    if options.plot is not None:
+        plot(results, options.plot)
+
+
+if __name__ == "__main__":
+    main()
