@@ -262,7 +262,9 @@ class EngineSimulator:
 
     def _pattern(self, hash_ids: Sequence[int]) -> torch.Tensor:
         """Words of the GPU blocks of ``hash_ids`` in layer 0; layer ``l`` adds ``l * _LAYER_STEP``."""
-        ids = torch.tensor(hash_ids, dtype=torch.int64, device=self.device)
+        # ids of 2**63 and more (a trace's ids are unsigned 64-bit) as the int64 of the same bits
+        signed = [h - (1 << 64) if h >> 63 else h for h in hash_ids]
+        ids = torch.tensor(signed, dtype=torch.int64, device=self.device)
         subs = torch.arange(self._k, dtype=torch.int64, device=self.device)
         values = (ids[:, None] * self._k + subs[None, :]).reshape(-1, 1)
         return values * _BLOCK_STEP + self._offsets[None, :]

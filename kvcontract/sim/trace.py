@@ -4,19 +4,36 @@ A line holds ``timestamp`` (ms from the start), ``input_length`` and ``output_le
 (tokens) and ``hash_ids``, the request's prefix block hashes in order; equal ids are the
 same block. Only ``hash_ids`` is required. A bad line raises ``TraceFormatError`` naming
 the file and the line.
+
+A trace is untrusted input: lines must be UTF-8, at most ``MAX_LINE_BYTES`` long, with at
+most ``MAX_HASH_IDS`` ids each, so a line never costs more memory than a real request.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TypeGuard
 
 from kvcontract.contracts import OffloadKey, make_offload_key
 
-__all__ = ["TraceFormatError", "TraceRequest", "block_key", "iter_trace", "read_trace"]
+__all__ = [
+    "MAX_HASH_IDS",
+    "MAX_LINE_BYTES",
+    "TraceFormatError",
+    "TraceRequest",
+    "block_key",
+    "iter_trace",
+    "read_trace",
+]
+
+MAX_HASH_IDS = 65_536
+"""Block ids of one request: a context of a million tokens in blocks of 16."""
+MAX_LINE_BYTES = 4 << 20
+"""Bytes of one trace line: room for ``MAX_HASH_IDS`` ids of 20 digits and the other fields."""
 
 _ID_BYTES = 8
 _ID_LIMIT = 2 ** (8 * _ID_BYTES)
@@ -49,10 +66,24 @@ def read_trace(path: str | os.PathLike[str]) -> list[TraceRequest]:
 
 def iter_trace(path: str | os.PathLike[str]) -> Iterator[TraceRequest]:
     """The requests of the trace at ``path``, one at a time; blank lines are skipped."""
-    with open(path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if line.strip():
-                yield _parse(line, f"{os.fspath(path)}:{number}")
+    with open(path, "rb") as lines:
+        number = 0
+        while raw := lines.readline(MAX_LINE_BYTES + 1):
+            number += 1
+            where = f"{os.fspath(path)}:{number}"
+            if len(raw) > MAX_LINE_BYTES:
+                raise TraceFormatError(f"{where}: a line holds at most {MAX_LINE_BYTES} bytes")
+            if raw.strip():
+                yield _parse(_text(raw, where), where)
+
+
+def _text(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TraceFormatError(
+            f"{where}: not UTF-8 text (byte {raw[error.start]:#04x} at column {error.start + 1})"
+        ) from None
 
 
 def _parse(line: str, where: str) -> TraceRequest:
@@ -60,25 +91,34 @@ def _parse(line: str, where: str) -> TraceRequest:
         record: object = json.loads(line)
     except json.JSONDecodeError as error:
         raise TraceFormatError(f"{where}: not valid JSON ({error.msg} at column {error.colno})") from None
+    except RecursionError:
+        raise TraceFormatError(f"{where}: not a request: nested deeper than JSON can be read") from None
+    except ValueError:  # the only other refusal: an integer of more digits than Python converts
+        raise TraceFormatError(
+            f"{where}: not a request: an integer has more than {sys.get_int_max_str_digits()} digits"
+        ) from None
     if not _is_json_object(record):
         raise TraceFormatError(f"{where}: expected a JSON object with 'hash_ids', got {type(record).__name__}")
     hash_ids = _block_ids(record.get("hash_ids"))
     if hash_ids is None:
         raise TraceFormatError(
-            f"{where}: 'hash_ids' must be a list of integers in [0, 2**64), got {record.get('hash_ids')!r:.80}"
+            f"{where}: 'hash_ids' must be a list of integers in [0, 2**64), at most {MAX_HASH_IDS} of them, "
+            f"got {_shown(record.get('hash_ids'))}"
         )
     counts: list[int] = []
     for name in _COUNTS:
         value = record.get(name, 0)
-        if type(value) is not int or value < 0:
-            raise TraceFormatError(f"{where}: {name!r} must be a non-negative integer, got {value!r}")
+        if type(value) is not int or not 0 <= value < _ID_LIMIT:
+            raise TraceFormatError(
+                f"{where}: {name!r} must be a non-negative integer below 2**64, got {_shown(value)}"
+            )
         counts.append(value)
     return TraceRequest(hash_ids, *counts)
 
 
 def _block_ids(value: object) -> tuple[int, ...] | None:
-    """``value`` as block ids if it is a list of integers in [0, 2**64), else ``None``."""
-    if not _is_json_array(value):
+    """``value`` as block ids if it is a list of at most ``MAX_HASH_IDS`` integers in [0, 2**64), else ``None``."""
+    if not _is_json_array(value) or len(value) > MAX_HASH_IDS:
         return None
     ids: list[int] = []
     for item in value:
@@ -86,6 +126,21 @@ def _block_ids(value: object) -> tuple[int, ...] | None:
             return None
         ids.append(item)
     return tuple(ids)
+
+
+def _shown(value: object) -> str:
+    """``value`` as an error shows it: a list by its size or its first bad item, an object by
+    its kind, huge integers by their size, anything else cut at 80 characters."""
+    if _is_json_array(value):
+        if len(value) > MAX_HASH_IDS:
+            return f"a list of {len(value)} items"
+        bad = next(item for item in value if type(item) is not int or not 0 <= item < _ID_LIMIT)
+        return f"a list holding {_shown(bad)}"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"
+    return f"{value!r:.80}"
 
 
 def _is_json_object(value: object) -> TypeGuard[dict[str, object]]:

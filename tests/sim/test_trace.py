@@ -9,6 +9,7 @@ import pytest
 
 from kvcontract import make_offload_key, offload_key_group, offload_key_hash
 from kvcontract.sim import TraceFormatError, TraceRequest, block_key, iter_trace, read_trace
+from kvcontract.sim.trace import MAX_HASH_IDS, MAX_LINE_BYTES
 from tests.sim.support import TRACE, needs_trace
 
 GOOD = '{"timestamp": 5, "input_length": 1100, "output_length": 20, "hash_ids": [0, 7, 9]}\n'
@@ -45,6 +46,28 @@ def test_a_bad_line_names_the_file_and_the_line(tmp_path: Path, line: str, probl
         read_trace(path)
     assert str(raised.value).startswith(f"{path}:2: ")
     assert isinstance(raised.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b"\xff\xfe{}", "not UTF-8 text \\(byte 0xff at column 1\\)"),
+        (b'{"hash_ids": [' + b"1" * 5000 + b"]}", "an integer has more than 4300 digits"),
+        (b'{"hash_ids": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested deeper than JSON can be read"),
+        (b'{"hash_ids": [' + b",".join([b"0"] * (MAX_HASH_IDS + 1)) + b"]}", f"at most {MAX_HASH_IDS} of them, got a list of {MAX_HASH_IDS + 1} items"),
+        (b'{"hash_ids": [1], "timestamp": 18446744073709551616}', "'timestamp' must be a non-negative integer below 2\\*\\*64"),
+        (b" " * (MAX_LINE_BYTES + 1), f"a line holds at most {MAX_LINE_BYTES} bytes"),
+    ],
+)
+def test_untrusted_lines_are_bounded_and_named(tmp_path: Path, raw: bytes, problem: str) -> None:
+    path = tmp_path / "trace.jsonl"
+    path.write_bytes(GOOD.encode() + raw + b"\n" + GOOD.encode())
+    requests = iter_trace(path)
+    assert next(requests) == TraceRequest((0, 7, 9), 5, 1100, 20)
+    with pytest.raises(TraceFormatError, match=problem) as raised:
+        next(requests)
+    assert str(raised.value).startswith(f"{path}:2: ")
+    assert len(str(raised.value)) < 200
 
 
 def test_a_missing_file_raises_os_error_with_its_name(tmp_path: Path) -> None:
