@@ -4,14 +4,22 @@ Models are frozen, forbid unknown fields and are discriminated by ``kind``. Capa
 offload blocks (an integer) or sizes (``"16GiB"``) turned into blocks from the layout.
 Files may be YAML, TOML or JSON; ``KVCONTRACT_SECTION__FIELD=value`` environment variables
 override fields (values are read as YAML scalars, so ``4096`` is a number).
+
+Everything read here is untrusted: files and values are bounded (size, nesting, the limits
+below) at this boundary, so that no config can make the components hang or allocate what
+no machine has; the components trust a validated config. After validation every capacity
+is a number of offload blocks, so a config dumped and loaded again is the same config.
 """
 
 from __future__ import annotations
 
+import codecs
 import copy
 import json
 import os
+import stat
 import sys
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal, Union, cast
@@ -39,6 +47,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = [
     "CPUManagerConfig",
     "ConfigError",
+    "ConfigLimits",
     "FileTierConfig",
     "KVContractConfig",
     "KVLayout",
@@ -49,8 +58,10 @@ __all__ = [
     "ReuseAdmissionConfig",
     "TieringManagerConfig",
     "TransferConfig",
+    "check_machine",
     "config_json_schema",
     "load_config",
+    "physical_memory_bytes",
 ]
 
 ENV_PREFIX = "KVCONTRACT_"
@@ -68,6 +79,40 @@ _DTYPE_BYTES = {
 }
 Dtype = Literal["float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8", "uint8"]
 
+
+
+class ConfigLimits:
+    """Bounds no machine can exceed usefully; a config beyond one is refused naming it (docs/config.md)."""
+
+    MAX_CONFIG_BYTES: ClassVar[int] = 1 << 20
+    """A config file's size."""
+    MAX_CONFIG_DEPTH: ClassVar[int] = 16
+    """Nesting of sections and lists in a config."""
+    MAX_CONFIG_VALUES: ClassVar[int] = 10_000
+    """Values (sections, lists and scalars) in a config, YAML aliases counted at each use."""
+    MAX_LAYERS: ClassVar[int] = 1024
+    MAX_KV_HEADS: ClassVar[int] = 1024
+    MAX_HEAD_DIM: ClassVar[int] = 4096
+    MAX_BLOCK_TOKENS: ClassVar[int] = 4096
+    """Tokens of a GPU block."""
+    MAX_OFFLOAD_BLOCK_TOKENS: ClassVar[int] = 65_536
+    MAX_OFFLOAD_BLOCK_BYTES: ClassVar[int] = 1 << 30
+    """One offload block over all layers, K and V: 1 GiB."""
+    WORD_BYTES: ClassVar[int] = 8
+    """The K (or V) half of a GPU block in one layer is a whole number of these words."""
+    MAX_CAPACITY_BLOCKS: ClassVar[int] = 1 << 32
+    """Offload blocks of one capacity."""
+    MAX_HOST_BYTES: ClassVar[int] = 64 << 40
+    """Host memory of the CPU manager: 64 TiB, and at most this machine's physical memory to run."""
+    MAX_TIER_BYTES: ClassVar[int] = 256 << 40
+    """One secondary tier: 256 TiB."""
+    MAX_TRACKER_SIZE: ClassVar[int] = 10_000_000
+    """Keys the reuse filter tracks."""
+    MAX_STORE_THRESHOLD: ClassVar[int] = 1_000_000
+    MAX_IO_THREADS: ClassVar[int] = 64
+    """Threads of one tier."""
+
+
 _CAPACITY_HELP = 'give offload blocks as an integer >= 1, or a size such as "16GiB"'
 
 
@@ -77,13 +122,23 @@ def _parse_capacity(value: object) -> int:
         raise ValueError(f"capacity: {_CAPACITY_HELP}")
     if isinstance(value, int):
         if value < 1:
-            raise ValueError(f"capacity {value} is below one block: {_CAPACITY_HELP}")
+            raise ValueError(f"capacity {_shown(value)} is below one block: {_CAPACITY_HELP}")
+        if value > ConfigLimits.MAX_CAPACITY_BLOCKS:
+            raise ValueError(
+                f"capacity {_shown(value)} is more than the limit of {ConfigLimits.MAX_CAPACITY_BLOCKS} blocks"
+            )
         return value
     if isinstance(value, str):
         try:
-            return _BYTE_SIZE.validate_python(value)
+            size = _BYTE_SIZE.validate_python(value)
         except ValidationError:
-            raise ValueError(f"capacity {value!r} is not understood: {_CAPACITY_HELP}") from None
+            raise ValueError(f"capacity {value[:80]!r} is not understood: {_CAPACITY_HELP}") from None
+        if size > ConfigLimits.MAX_TIER_BYTES:
+            raise ValueError(
+                f"capacity {value!r} is more than the limit of "
+                f"{ByteSize(ConfigLimits.MAX_TIER_BYTES).human_readable()} of any capacity"
+            )
+        return size
     raise ValueError(f"capacity: {_CAPACITY_HELP}")
 
 
@@ -123,13 +178,18 @@ class _Model(BaseModel):
 class KVLayout(_Model):
     """What one block holds: the model's KV shape, the GPU block and the offload block."""
 
-    num_layers: int = Field(default=32, ge=1)
-    block_tokens: int = Field(default=16, ge=1, description="Tokens per GPU block.")
-    offload_block_tokens: int = Field(
-        default=64, ge=1, description="Tokens per offload block: a multiple of block_tokens."
+    num_layers: int = Field(default=32, ge=1, le=ConfigLimits.MAX_LAYERS)
+    block_tokens: int = Field(
+        default=16, ge=1, le=ConfigLimits.MAX_BLOCK_TOKENS, description="Tokens per GPU block."
     )
-    num_kv_heads: int = Field(default=8, ge=1)
-    head_dim: int = Field(default=128, ge=1)
+    offload_block_tokens: int = Field(
+        default=64,
+        ge=1,
+        le=ConfigLimits.MAX_OFFLOAD_BLOCK_TOKENS,
+        description="Tokens per offload block: a multiple of block_tokens.",
+    )
+    num_kv_heads: int = Field(default=8, ge=1, le=ConfigLimits.MAX_KV_HEADS)
+    head_dim: int = Field(default=128, ge=1, le=ConfigLimits.MAX_HEAD_DIM)
     dtype: Dtype = "bfloat16"
 
     @model_validator(mode="before")
@@ -150,6 +210,20 @@ class KVLayout(_Model):
             raise ValueError(
                 f"offload_block_tokens ({self.offload_block_tokens}) must be a multiple of "
                 f"block_tokens ({self.block_tokens})"
+            )
+        half = self.block_tokens * self.num_kv_heads * self.head_dim * self.dtype_bytes
+        if half % ConfigLimits.WORD_BYTES:
+            raise ValueError(
+                f"the K (or V) half of a GPU block in one layer holds {half} bytes (block_tokens x "
+                f"num_kv_heads x head_dim x {self.dtype_bytes}-byte {self.dtype}); the simulator and "
+                f"the copy engines move whole {ConfigLimits.WORD_BYTES}-byte words: make it a multiple "
+                f"of {ConfigLimits.WORD_BYTES}"
+            )
+        if self.offload_block_bytes > ConfigLimits.MAX_OFFLOAD_BLOCK_BYTES:
+            raise ValueError(
+                f"an offload block holds {ByteSize(self.offload_block_bytes).human_readable()}, more "
+                f"than the limit of {ByteSize(ConfigLimits.MAX_OFFLOAD_BLOCK_BYTES).human_readable()}: "
+                "use fewer offload_block_tokens"
             )
         return self
 
@@ -205,16 +279,40 @@ class PolicyConfig(_Model):
     def _known_policy(cls, kind: str) -> str:
         from kvcontract.policies import get_policy
 
-        get_policy(kind)
+        try:
+            factory = get_policy(kind)
+        except ValueError:
+            raise
+        except Exception as error:  # a module path runs a plugin's code: any failure is the plugin's
+            raise ValueError(f"policy {kind!r}: importing it raised {type(error).__name__}: {error}") from None
+        if ":" in kind and not _makes_policies(factory):
+            raise ValueError(
+                f"policy path {kind!r} names {getattr(factory, '__qualname__', repr(factory))}, which is "
+                "neither a CachePolicy class nor a function annotated to return a CachePolicy"
+            )
         return kind
+
+
+def _makes_policies(factory: object) -> bool:
+    """Whether ``factory`` builds policies, judged by type: a ``CachePolicy`` class, or a
+    function whose return annotation is one (a path is never called to find out)."""
+    from kvcontract.contracts import CachePolicy
+
+    if isinstance(factory, type):
+        return CachePolicy in factory.__mro__
+    try:
+        returned: object = typing.get_type_hints(factory).get("return")
+    except Exception:  # unresolvable annotations of a plugin: not a declared CachePolicy factory
+        return False
+    return isinstance(returned, type) and CachePolicy in returned.__mro__
 
 
 class ReuseAdmissionConfig(_Model):
     """Store a block only once it has been seen ``store_threshold`` times."""
 
     kind: Literal["reuse"] = "reuse"
-    store_threshold: int = Field(default=2, ge=2)
-    max_tracker_size: int = Field(default=64_000, ge=1)
+    store_threshold: int = Field(default=2, ge=2, le=ConfigLimits.MAX_STORE_THRESHOLD)
+    max_tracker_size: int = Field(default=64_000, ge=1, le=ConfigLimits.MAX_TRACKER_SIZE)
 
 
 class CPUManagerConfig(_Model):
@@ -240,7 +338,7 @@ class FileTierConfig(_Model):
     path: Path
     capacity: Capacity
     policy: PolicyConfig = PolicyConfig()
-    io_threads: int = Field(default=4, ge=1)
+    io_threads: int = Field(default=4, ge=1, le=ConfigLimits.MAX_IO_THREADS)
     umask: int = Field(default=0o077, ge=0, le=0o077, description="Permission bits the tier never grants.")
     trust_shared_root: bool = False
     enable_events: bool = False
@@ -274,7 +372,7 @@ class RedisTierConfig(_Model):
     lookup_timeout: float = Field(default=0.1, gt=0)
     pool_size: int = Field(default=8, ge=2)
     ttl_seconds: int | None = Field(default=None, ge=1)
-    io_threads: int = Field(default=4, ge=1)
+    io_threads: int = Field(default=4, ge=1, le=ConfigLimits.MAX_IO_THREADS)
     start_degraded: bool = False
     retry_interval: float = Field(default=1.0, gt=0)
 
@@ -332,25 +430,53 @@ class KVContractConfig(_Model):
         return fields
 
     @model_validator(mode="after")
-    def _capacities_hold_a_block(self) -> Self:
-        for path, capacity in self._capacities():
-            _blocks(capacity, self.kv_layout, path)
+    def _capacities_in_blocks(self) -> Self:
+        """Turn every size into offload blocks once, so the config means one thing however it is
+        printed: ``config show`` writes blocks, which load back as the same blocks."""
+        config = self
+        layout = config.kv_layout
+        problems: list[str] = []
+
+        def in_blocks(capacity: int, path: str, limit: int, what: str) -> int:
+            try:
+                return _blocks(capacity, layout, path, limit, what)
+            except ValueError as error:
+                problems.append(str(error))
+                return capacity
+
+        manager = config.manager
+        host = ConfigLimits.MAX_HOST_BYTES
+        if isinstance(manager, CPUManagerConfig):
+            blocks = in_blocks(manager.capacity, "manager.capacity", host, "host memory")
+            normalized: ManagerConfig = manager.model_copy(update={"capacity": blocks})
+        else:
+            primary = manager.primary
+            blocks = in_blocks(primary.capacity, "manager.primary.capacity", host, "host memory")
+            secondary = [
+                tier.model_copy(
+                    update={
+                        "capacity": in_blocks(
+                            tier.capacity, f"manager.secondary.{i}.capacity", ConfigLimits.MAX_TIER_BYTES, "a tier"
+                        )
+                    }
+                )
+                if isinstance(tier, FileTierConfig)
+                else tier
+                for i, tier in enumerate(manager.secondary)
+            ]
+            normalized = manager.model_copy(
+                update={"primary": primary.model_copy(update={"capacity": blocks}), "secondary": secondary}
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        # Frozen for callers; validation completes the instance here (pydantic supports no
+        # other instance from a validator when a model is built through __init__).
+        object.__setattr__(self, "manager", normalized)
         return self
 
-    def _capacities(self) -> list[tuple[str, int]]:
-        manager = self.manager
-        if isinstance(manager, CPUManagerConfig):
-            return [("manager.capacity", manager.capacity)]
-        tiers = [
-            (f"manager.secondary.{i}.capacity", tier.capacity)
-            for i, tier in enumerate(manager.secondary)
-            if isinstance(tier, FileTierConfig)
-        ]
-        return [("manager.primary.capacity", manager.primary.capacity), *tiers]
-
     def capacity_blocks(self, capacity: int) -> int:
-        """``capacity`` (blocks, or a ByteSize) in offload blocks of this layout."""
-        return _blocks(capacity, self.kv_layout, "capacity")
+        """``capacity`` in offload blocks: after validation every capacity already is."""
+        return _blocks(capacity, self.kv_layout, "capacity", ConfigLimits.MAX_TIER_BYTES, "a capacity")
 
     @property
     def host_blocks(self) -> int:
@@ -360,16 +486,84 @@ class KVContractConfig(_Model):
         return self.capacity_blocks(primary.capacity)
 
 
-def _blocks(capacity: int, layout: KVLayout, path: str) -> int:
-    if not isinstance(capacity, ByteSize):
-        return capacity
-    blocks = capacity // layout.offload_block_bytes
+def _blocks(capacity: int, layout: KVLayout, path: str, limit: int, what: str) -> int:
+    """``capacity`` (blocks, or a :class:`ByteSize`) as a plain number of blocks within ``limit`` bytes."""
+    block = layout.offload_block_bytes
+    blocks = int(capacity) // block if isinstance(capacity, ByteSize) else int(capacity)
     if blocks < 1:
         raise ValueError(
-            f"{path}: {capacity.human_readable()} holds no offload block of "
-            f"{ByteSize(layout.offload_block_bytes).human_readable()}; give at least one block"
+            f"{path}: {ByteSize(capacity).human_readable()} holds no offload block of "
+            f"{ByteSize(block).human_readable()}; give at least one block"
+        )
+    if blocks * block > limit:
+        raise ValueError(
+            f"{path}: {blocks} blocks of {ByteSize(block).human_readable()} are "
+            f"{ByteSize(blocks * block).human_readable()}, more than the limit of "
+            f"{ByteSize(limit).human_readable()} for {what}"
         )
     return blocks
+
+
+def physical_memory_bytes() -> int:
+    """This machine's physical memory: the most host memory a config may ask for to run here."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # no sysconf here: only the static limit applies
+        return ConfigLimits.MAX_HOST_BYTES
+
+
+def check_machine(config: KVContractConfig, source: str = "config") -> None:
+    """Raise :class:`ConfigError` unless this machine can run ``config``: its device exists, its
+    host memory fits in physical memory, and a shared-memory file present has the buffer's size."""
+    problems: list[str] = []
+    device = config.transfer.device
+    if device.startswith("cuda"):
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if int(device.partition(":")[2] or 0) >= count:
+            problems.append(
+                f"transfer.device: {device} does not exist on this machine ({count} CUDA devices); "
+                "use auto or cpu"
+            )
+    host_bytes = config.host_blocks * config.kv_layout.offload_block_bytes
+    memory = physical_memory_bytes()
+    if host_bytes > memory:
+        problems.append(
+            f"{_primary_path(config)}: {ByteSize(host_bytes).human_readable()} of host memory is more "
+            f"than this machine's {ByteSize(memory).human_readable()} of physical memory"
+        )
+    shared = config.transfer.shared_memory_path
+    if shared is not None:
+        problem = _shared_file_problem(Path(shared), host_bytes)
+        if problem is not None:
+            problems.append(f"transfer.shared_memory_path: {problem}")
+    if problems:
+        raise ConfigError(source, problems)
+
+
+def _primary_path(config: KVContractConfig) -> str:
+    return "manager.capacity" if isinstance(config.manager, CPUManagerConfig) else "manager.primary.capacity"
+
+
+def _shared_file_problem(path: Path, size: int) -> str | None:
+    """Why the host buffer of ``size`` bytes cannot map ``path`` (absent: it is created), or ``None``."""
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        if not path.parent.is_dir():
+            return f"{path.parent} is not a directory, so {path} cannot be created"
+        return None
+    except OSError as error:
+        return f"cannot read {path}: {error.strerror}"
+    if not stat.S_ISREG(status.st_mode):
+        return f"{path} is not a regular file"
+    if status.st_size not in (0, size):
+        return (
+            f"{path} holds {status.st_size} bytes, this config's host buffer needs {size} "
+            "(host blocks x bytes per offload block): use the same geometry, or remove the file"
+        )
+    return None
 
 
 def config_json_schema() -> dict[str, object]:
@@ -390,7 +584,9 @@ def load_config(
     """
     source = str(path) if path is not None else "defaults"
     data = _read(Path(path)) if path is not None else dict(base or {})
+    _check_shape(data, source)
     data = _apply_environment(data, os.environ if environ is None else environ)
+    _check_shape(data, source)
     try:
         return KVContractConfig.model_validate(data)
     except ValidationError as error:
@@ -398,28 +594,89 @@ def load_config(
 
 
 def _read(path: Path) -> dict[str, object]:
+    source = str(path)
     try:
-        text = path.read_text()
+        with path.open("rb") as file:
+            raw = file.read(ConfigLimits.MAX_CONFIG_BYTES + 1)
     except OSError as error:
-        raise ConfigError(str(path), [f"cannot read config: {error.strerror}"]) from None
+        raise ConfigError(source, [f"cannot read config: {error.strerror or error}"]) from None
+    if len(raw) > ConfigLimits.MAX_CONFIG_BYTES:
+        raise ConfigError(source, [f"a config file is at most {ConfigLimits.MAX_CONFIG_BYTES} bytes"])
+    text = _decode(raw, source)
     suffix = path.suffix.lower()
+    if suffix not in {".yaml", ".yml", ".toml", ".json"}:
+        raise ConfigError(source, [f"unknown config format {suffix!r}; use .yaml, .toml or .json"])
+    format_name = "YAML" if suffix in {".yaml", ".yml"} else suffix[1:].upper()
     try:
-        if suffix in {".yaml", ".yml"}:
+        if format_name == "YAML":
             loaded: object = yaml.safe_load(text)
-        elif suffix == ".toml":
+        elif format_name == "TOML":
             loaded = tomllib.loads(text)
-        elif suffix == ".json":
-            loaded = json.loads(text)
         else:
-            raise ConfigError(str(path), [f"unknown config format {suffix!r}; use .yaml, .toml or .json"])
-    except (yaml.YAMLError, tomllib.TOMLDecodeError, json.JSONDecodeError) as error:
-        detail = " ".join(str(error).split())
-        raise ConfigError(str(path), [f"not valid {suffix[1:].upper()}: {detail}"]) from None
+            loaded = json.loads(text)
+    except RecursionError:
+        raise ConfigError(
+            source, [f"not valid {format_name}: nested deeper than the parser allows (a config nests at most "
+                     f"{ConfigLimits.MAX_CONFIG_DEPTH} levels)"]
+        ) from None
+    except (yaml.YAMLError, ValueError) as error:  # ValueError: JSON/TOML syntax, or an integer too long to read
+        raise ConfigError(source, [f"not valid {format_name}: {_parse_failure(error)}"]) from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
-        raise ConfigError(str(path), [f"a config is a mapping of sections, got {type(loaded).__name__}"])
+        raise ConfigError(source, [f"a config is a mapping of sections, got {type(loaded).__name__}"])
     return {str(k): v for k, v in cast("dict[object, object]", loaded).items()}  # parsed YAML/TOML/JSON is untyped
+
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def _parse_failure(error: Exception) -> str:
+    """A parser's complaint on one line, short, in the user's terms."""
+    detail = " ".join(str(error).split())
+    if isinstance(error, ValueError) and "integer string conversion" in detail:
+        return f"an integer has more than {sys.get_int_max_str_digits()} digits"
+    return detail if len(detail) <= 300 else f"{detail[:297]}..."
+
+
+def _decode(raw: bytes, source: str) -> str:
+    """The text of a config file: UTF-8, or UTF-16/32 with a byte-order mark."""
+    encoding = next((name for bom, name in _BOMS if raw.startswith(bom)), "utf-8")
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            source,
+            [f"not {encoding.upper().removesuffix('-SIG')} text: byte {error.object[error.start]:#04x} at "
+             f"offset {error.start} cannot be decoded; save the file as UTF-8"],
+        ) from None
+
+
+def _check_shape(data: object, source: str) -> None:
+    """Refuse configs nested too deeply or with too many values (YAML aliases count at each
+    use, so an alias bomb or a cycle stops here) before anything walks them recursively."""
+    pending: list[tuple[object, int]] = [(data, 0)]
+    seen = 0
+    while pending:
+        value, depth = pending.pop()
+        seen += 1
+        if seen > ConfigLimits.MAX_CONFIG_VALUES:
+            raise ConfigError(source, [f"a config holds at most {ConfigLimits.MAX_CONFIG_VALUES} values"])
+        if depth > ConfigLimits.MAX_CONFIG_DEPTH:
+            raise ConfigError(source, [f"a config nests at most {ConfigLimits.MAX_CONFIG_DEPTH} levels"])
+        if isinstance(value, dict):
+            children: list[object] = list(cast("dict[object, object]", value).values())  # parsed, untyped
+        elif isinstance(value, list):
+            children = list(cast("list[object]", value))  # parsed, untyped
+        else:
+            continue
+        pending.extend((child, depth + 1) for child in children)
 
 
 def _apply_environment(data: dict[str, object], environ: Mapping[str, str]) -> dict[str, object]:
@@ -434,7 +691,14 @@ def _apply_environment(data: dict[str, object], environ: Mapping[str, str]) -> d
             if not isinstance(child, dict):
                 raise ConfigError(name, [f"{'.'.join(path[:-1])} is not a section"])
             node = cast("dict[str, object]", child)  # sections of parsed JSON are str-keyed objects
-        node[path[-1]] = yaml.safe_load(raw)
+        try:
+            value: object = yaml.safe_load(raw)
+        except RecursionError:
+            raise ConfigError(name, ["not a YAML value: nested deeper than the parser allows"]) from None
+        except (yaml.YAMLError, ValueError) as error:  # ValueError: an integer too long to read
+            raise ConfigError(name, [f"not a YAML value ({_parse_failure(error)}); quote strings"]) from None
+        _check_shape(value, name)
+        node[path[-1]] = value
     return merged
 
 
@@ -447,9 +711,18 @@ def _describe(error: ValidationError) -> list[str]:
             continue
         location = _field_path(problem["loc"])
         given = problem.get("input")
-        shown = "" if isinstance(given, (dict, list)) or given is None else f" (got {given!r})"
+        shown = "" if isinstance(given, (dict, list)) or given is None else f" (got {_shown(given)})"
         lines.append(f"{location}: {message}{shown}")
     return lines
+
+
+def _shown(value: object) -> str:
+    """``value`` as an error shows it: at most 80 characters, and huge integers by their size
+    (Python refuses to print integers of more than 4,300 digits)."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 _KIND_TAGS = frozenset({"cpu", "tiering", "file", "redis"})

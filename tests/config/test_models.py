@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from kvcontract.config import (
     ConfigError,
     CPUManagerConfig,
+    FileTierConfig,
     KVContractConfig,
     KVLayout,
     TieringManagerConfig,
@@ -177,7 +178,9 @@ def test_tiering_config() -> None:
     )
     assert isinstance(config.manager, TieringManagerConfig)
     assert config.host_blocks == 16
-    assert config.capacity_blocks(config.manager.secondary[0].capacity) == 2**20 // config.kv_layout.offload_block_bytes
+    tier = config.manager.secondary[0]
+    assert isinstance(tier, FileTierConfig)
+    assert tier.capacity == 2**20 // config.kv_layout.offload_block_bytes
 
 
 def test_schema_names_every_kind() -> None:
