@@ -1,7 +1,17 @@
-"""Showing a simulation report: a table on the terminal and a PNG of the run."""
+"""Showing a simulation report: a table on the terminal, a JSON file and a PNG of the run.
+
+Files are written next to their final name and renamed over it, so a full disk or an
+interrupted run never leaves half a file. The PNG needs matplotlib, the ``plot`` extra,
+imported only when a plot is drawn.
+"""
 
 from __future__ import annotations
 
+import importlib
+import json
+import os
+from collections.abc import Generator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -9,7 +19,10 @@ from rich.table import Table
 
 from kvcontract.sim.simulator import SimulationReport
 
-__all__ = ["print_report", "write_plot"]
+__all__ = ["PLOT_EXTRA", "print_report", "require_plotting", "write_plot", "write_summary"]
+
+PLOT_EXTRA = "kvcontract[plot]"
+"""The extra that installs what :func:`write_plot` needs."""
 
 
 def print_report(report: SimulationReport, console: Console | None = None) -> None:
@@ -45,8 +58,23 @@ def _size(count: int) -> str:
     return f"{count / 2**30:.2f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
 
 
+def write_summary(report: SimulationReport, path: Path) -> None:
+    """The figures of ``report`` as one JSON object in ``path``."""
+    with _replacing(path) as temporary:
+        temporary.write_text(json.dumps(report.summary()) + "\n", encoding="utf-8")
+
+
+def require_plotting() -> None:
+    """Raise ``ImportError`` naming the extra unless matplotlib, which plots need, is installed."""
+    try:
+        importlib.import_module("matplotlib")
+    except ImportError as error:
+        raise ImportError(f"plots need matplotlib: pip install '{PLOT_EXTRA}'") from error
+
+
 def write_plot(report: SimulationReport, path: Path) -> None:
     """Hit ratio and transfer throughput against requests served, as a PNG."""
+    require_plotting()
     import matplotlib
 
     matplotlib.use("Agg")
@@ -62,5 +90,20 @@ def write_plot(report: SimulationReport, path: Path) -> None:
     throughput.set_xlabel("requests served")
     hits.set_title(f"kvcontract simulate on {report.device}")
     figure.tight_layout()
-    figure.savefig(path)  # pyright: ignore[reportUnknownMemberType]  # matplotlib leaves **kwargs untyped
-    plt.close(figure)
+    try:
+        with _replacing(path) as temporary:
+            figure.savefig(temporary, format="png")  # pyright: ignore[reportUnknownMemberType]  # matplotlib leaves **kwargs untyped
+    finally:
+        plt.close(figure)
+
+
+@contextmanager
+def _replacing(path: Path) -> Generator[Path, None, None]:
+    """A temporary name beside ``path``, renamed over it once written, removed if writing fails."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
