@@ -173,13 +173,23 @@ class MeteredWorker(OffloadingWorker):
 
     @override
     def submit_store(self, job_id: int, src: GPULoadStoreSpec, dst: LoadStoreSpec) -> bool:
-        self._directions[job_id] = "store"
-        return self._inner.submit_store(job_id, src, dst)
+        return self._submitted(job_id, "store", self._inner.submit_store(job_id, src, dst))
 
     @override
     def submit_load(self, job_id: int, src: LoadStoreSpec, dst: GPULoadStoreSpec) -> bool:
-        self._directions[job_id] = "load"
-        return self._inner.submit_load(job_id, src, dst)
+        return self._submitted(job_id, "load", self._inner.submit_load(job_id, src, dst))
+
+    def _submitted(self, job_id: int, direction: str, accepted: bool) -> bool:
+        """Remember an accepted job's direction until it finishes; a refused one is never reported."""
+        if accepted:
+            with self._lock:
+                self._directions[job_id] = direction
+        return accepted
+
+    @property
+    def pending_jobs(self) -> int:
+        """Accepted jobs not yet reported finished."""
+        return len(self._directions)
 
     @override
     def get_finished(self) -> list[TransferResult]:

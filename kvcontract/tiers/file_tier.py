@@ -122,6 +122,10 @@ class FileTier(SecondaryTier):
         """The directory holding the block files."""
         return self._dir.root
 
+    def block_path(self, key: OffloadKey) -> Path:
+        """Where ``key``'s block file belongs, for people and tests; the tier reaches it through its directory."""
+        return Path(self._dir.path_of(key))
+
     @property
     def capacity(self) -> int:
         """Most blocks this tier holds."""

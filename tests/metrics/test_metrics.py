@@ -88,3 +88,15 @@ def test_import_kvcontract_pulls_no_optional_dependency() -> None:
     )
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert completed.stdout.strip() == "[]"
+
+
+def test_a_refused_job_leaves_nothing_behind_in_the_metered_worker() -> None:
+    caches = [torch.zeros(4, 64, dtype=torch.uint8)]
+    worker = MeteredWorker(TorchOffloadingWorker(caches, num_host_blocks=4))
+    try:
+        with pytest.raises(ValueError):
+            worker.submit_store(1, GPULoadStoreSpec([0]), BlockIdsSpec([99]))
+        assert worker.get_finished() == []
+        assert worker.pending_jobs == 0
+    finally:
+        worker.shutdown()

@@ -1,0 +1,94 @@
+"""Running a conformance machine and turning a broken rule into a :class:`ConformanceError`.
+
+Each machine states the contract's rules with :func:`require`; hypothesis searches for a
+call sequence that breaks one and shrinks it; the error names the rule in the contract's own
+words and shows the shrunk sequence, ready to paste into a regression test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from hypothesis import HealthCheck, settings
+from hypothesis.errors import HypothesisException
+from hypothesis.reporting import with_reporter
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+
+__all__ = ["PROFILES", "ConformanceError", "Profile", "RuleBroken", "require", "run_machine"]
+
+
+class ConformanceError(AssertionError):
+    """A component broke a rule of its contract: ``rule`` in the contract's words, ``steps`` to reproduce it."""
+
+    def __init__(self, component: str, rule: str, steps: str, detail: str = "") -> None:
+        self.component = component
+        self.rule = rule
+        self.steps = steps
+        self.detail = detail
+        message = f"{component} breaks the rule: {rule}"
+        if detail:
+            message += f"\n  {detail}"
+        super().__init__(f"{message}\nShrunk call sequence that reproduces it:\n{steps}")
+
+
+class RuleBroken(AssertionError):
+    """Raised inside a machine when a rule fails; the runner wraps it in a :class:`ConformanceError`."""
+
+    def __init__(self, rule: str, detail: str) -> None:
+        self.rule = rule
+        self.detail = detail
+        super().__init__(f"{rule}: {detail}")
+
+
+def require(condition: bool, rule: str, detail: str = "") -> None:
+    """Fail the machine with ``rule`` (and what was seen) unless ``condition`` holds."""
+    if not condition:
+        raise RuleBroken(rule, detail)
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """How hard to look: examples (call sequences) and steps per example."""
+
+    examples: int
+    steps: int
+
+
+PROFILES: dict[str, Profile] = {"fast": Profile(examples=100, steps=30), "thorough": Profile(examples=500, steps=60)}
+"""``fast`` stays within about 30 s per component on a small machine; ``thorough`` is for CI."""
+
+ProfileName = Literal["fast", "thorough"]
+
+
+def run_machine(machine: type[RuleBasedStateMachine], component: str, profile: ProfileName) -> None:
+    """Run ``machine`` under ``profile``; raise :class:`ConformanceError` if a rule breaks."""
+    chosen = PROFILES[profile]
+    lines: list[str] = []
+    try:
+        with with_reporter(lambda text: lines.append(str(text))):
+            run_state_machine_as_test(
+                machine,
+                settings=settings(
+                    max_examples=chosen.examples,
+                    stateful_step_count=chosen.steps,
+                    deadline=None,
+                    database=None,
+                    print_blob=False,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+                ),
+            )
+    except RuleBroken as broken:
+        raise ConformanceError(component, broken.rule, _steps(lines), broken.detail) from None
+    except HypothesisException:
+        raise
+    except Exception as error:  # noqa: BLE001 - any other exception from the component is a broken rule too
+        rule = "every call the contract allows returns without raising"
+        detail = f"{type(error).__name__}: {error}"
+        raise ConformanceError(component, rule, _steps(lines), detail) from error
+
+
+def _steps(lines: list[str]) -> str:
+    """The reproducing call sequence hypothesis reported, one call a line."""
+    kept = [line for line in "\n".join(lines).splitlines() if line.strip() and not line.startswith("Falsifying")]
+    return "\n".join(f"    {line.strip()}" for line in kept) or "    (no steps reported)"

@@ -1,0 +1,102 @@
+"""The semantic contract of ``OffloadingWorker``: byte-exact round trips between KV caches and host blocks.
+
+Stores copy chosen GPU blocks to host blocks, the GPU blocks are wiped, and loads bring them
+back into other GPU blocks; every byte must match, every job must be reported once, and a
+job whose ids are out of range must be refused or reported failed, never half-applied as a success.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule
+
+from typing_extensions import override
+
+from kvcontract.contracts import BlockIdsSpec, GPULoadStoreSpec, OffloadingWorker, TransferResult
+from kvcontract.testing.conformance import require
+
+__all__ = ["GPU_BLOCKS", "HOST_BLOCKS", "WorkerFactory", "worker_machine"]
+
+GPU_BLOCKS = 12
+"""Blocks of each layer tensor given to the factory (on dim 0)."""
+HOST_BLOCKS = 8
+"""Host blocks the factory is asked to allocate."""
+
+WorkerFactory = Callable[[Sequence[torch.Tensor], int], OffloadingWorker]
+"""What ``check_worker`` is given: builds a worker over per-layer KV caches with that many host blocks."""
+
+_JOB_SECONDS = 10.0
+_block_lists = st.lists(st.integers(0, GPU_BLOCKS - 1), min_size=1, max_size=4, unique=True)
+
+
+def worker_machine(factory: WorkerFactory, layer_shape: tuple[int, ...], layers: int) -> type[RuleBasedStateMachine]:
+    """A state machine class that checks the worker ``factory`` builds over ``layers`` tensors of ``layer_shape``."""
+
+    class WorkerConformance(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            generator = torch.Generator().manual_seed(0)
+            self.caches = [torch.randint(0, 255, (GPU_BLOCKS, *layer_shape), generator=generator, dtype=torch.uint8) for _ in range(layers)]
+            self.worker = factory(self.caches, HOST_BLOCKS)
+            self.host: dict[int, list[torch.Tensor]] = {}
+            self.jobs = itertools.count(1)
+
+        @override
+        def teardown(self) -> None:
+            self.worker.shutdown()
+
+        def _finish(self, job: int) -> TransferResult:
+            self.worker.wait([job])
+            deadline = time.monotonic() + _JOB_SECONDS
+            while time.monotonic() < deadline:
+                results = self.worker.get_finished()
+                if results:
+                    require([r.job_id for r in results] == [job], "each job is reported exactly once", f"reports {[r.job_id for r in results]} for job {job}")
+                    return results[0]
+                time.sleep(0.001)
+            require(False, "every submitted job is reported", f"job {job} not reported")
+            raise AssertionError("unreachable")
+
+        @rule(gpu=_block_lists, data=st.data())
+        def store(self, gpu: list[int], data: st.DataObject) -> None:
+            host = data.draw(st.lists(st.integers(0, HOST_BLOCKS - 1), min_size=len(gpu), max_size=len(gpu), unique=True))
+            job = next(self.jobs)
+            require(self.worker.submit_store(job, GPULoadStoreSpec(gpu), BlockIdsSpec(host)), "a valid store is accepted", f"{gpu} -> {host}")
+            result = self._finish(job)
+            require(result.success, "a valid store succeeds", f"{gpu} -> {host}")
+            for g, h in zip(gpu, host):
+                self.host[h] = [cache[g].clone() for cache in self.caches]
+
+        @rule(data=st.data())
+        def load(self, data: st.DataObject) -> None:
+            if not self.host:
+                return
+            host = data.draw(st.lists(st.sampled_from(sorted(self.host)), min_size=1, max_size=4, unique=True))
+            gpu = data.draw(st.lists(st.integers(0, GPU_BLOCKS - 1), min_size=len(host), max_size=len(host), unique=True))
+            for g in gpu:
+                for cache in self.caches:
+                    cache[g].zero_()
+            job = next(self.jobs)
+            require(self.worker.submit_load(job, BlockIdsSpec(host), GPULoadStoreSpec(gpu)), "a valid load is accepted", f"{host} -> {gpu}")
+            require(self._finish(job).success, "a valid load succeeds", f"{host} -> {gpu}")
+            for h, g in zip(host, gpu):
+                for layer, cache in enumerate(self.caches):
+                    require(torch.equal(cache[g], self.host[h][layer]), "a load brings back exactly the bytes stored", f"host {h} -> GPU {g}, layer {layer}")
+
+        @rule(gpu=_block_lists)
+        def store_out_of_range(self, gpu: list[int]) -> None:
+            job = next(self.jobs)
+            host = [HOST_BLOCKS + i for i in range(len(gpu))]
+            try:
+                accepted = self.worker.submit_store(job, GPULoadStoreSpec(gpu), BlockIdsSpec(host))
+            except (ValueError, IndexError):
+                return
+            if accepted:
+                require(not self._finish(job).success, "a job naming blocks out of range is refused or fails", f"host ids {host}")
+
+    return WorkerConformance

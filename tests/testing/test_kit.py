@@ -1,0 +1,96 @@
+"""The conformance kit: every built-in component passes it, and each broken one is caught with its rule named."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+import torch
+
+from kvcontract import OffloadingWorker, SecondaryTier
+from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
+from kvcontract.policies import available_policies, get_policy
+from kvcontract.testing import ConformanceError, check_manager, check_policy, check_tier, check_worker
+from kvcontract.tiers import FileTier
+from kvcontract.transfer import TorchOffloadingWorker
+from tests.testing import support
+
+
+@pytest.mark.parametrize("name", available_policies())
+def test_every_built_in_policy_passes(name: str) -> None:
+    check_policy(get_policy(name))
+
+
+def test_lru_chooses_the_victims_of_its_order_model() -> None:
+    check_policy(get_policy("lru"), order_model=get_policy("lru"))
+
+
+def test_the_cpu_manager_passes() -> None:
+    check_manager(lambda capacity: CPUOffloadingManager(capacity, "arc"))
+
+
+def _file_tier(root: Path) -> Callable[[torch.Tensor], SecondaryTier]:
+    made = iter(range(1_000_000))
+    return lambda host: FileTier(root / str(next(made)), 16, host, io_threads=2)
+
+
+def test_the_file_tier_passes_and_a_corrupt_file_is_a_miss(tmp_path: Path) -> None:
+    check_tier(_file_tier(tmp_path), corrupt=support.corrupt_file_block)
+
+
+def _torch_worker(caches: Sequence[torch.Tensor], host_blocks: int) -> OffloadingWorker:
+    return TorchOffloadingWorker(caches, num_host_blocks=host_blocks)
+
+
+def test_the_torch_worker_passes() -> None:
+    check_worker(_torch_worker)
+
+
+BROKEN: dict[str, tuple[Callable[[Path], None], str | tuple[str, ...]]] = {
+    # Each case names the rule it breaks; where it breaks two, either may be the one hypothesis shrinks to.
+    "short evict": (lambda _: check_policy(support.ShortEvict), "evict returns exactly n victims"),
+    "non-atomic evict": (lambda _: check_policy(support.NonAtomicEvict), "evict that returns None changes nothing"),
+    "takes protected": (lambda _: check_policy(support.TakesProtected), "evict never takes a protected block"),
+    "takes pinned": (lambda _: check_policy(support.TakesPinned), "evict never takes a pinned or in-flight block"),
+    "duplicate victims": (lambda _: check_policy(support.DuplicateVictims), "evict's victims are distinct"),
+    "overfills": (
+        lambda _: check_policy(support.Overfills),
+        ("an insert of a held key, or past capacity, is refused", "insert_many of a held key, or past capacity, is refused"),
+    ),
+    "forgets remove": (lambda _: check_policy(support.ForgetsRemove), "get after remove is None"),
+    "half insert_many": (lambda _: check_policy(support.HalfInsertMany), "a refused insert_many changes nothing (all or nothing)"),
+    "lru order from a FIFO": (
+        lambda _: check_policy(get_policy("sieve"), order_model=get_policy("lru")),
+        "evict chooses the victims the order model chooses",
+    ),
+    "manager loses a pin": (lambda _: check_manager(lambda c: support.LosesPins(c)), "complete_load of a block that is not being loaded is refused"),
+    "manager keeps failed stores": (
+        lambda _: check_manager(lambda c: support.KeepsFailedStores(c)),
+        "lookup never answers HIT for a block that is not readable",
+    ),
+    "reuse filter over a pin-losing manager": (
+        lambda _: check_manager(lambda c: FilterReusedOffloadingManager(support.LosesPins(c), store_threshold=2)),
+        "complete_load of a block that is not being loaded is refused",
+    ),
+    "tier serves another key": (
+        lambda root: check_tier(lambda host: support.ServesAnotherKey(_file_tier(root)(host))),
+        ("a load brings back exactly the stored bytes", "a block never stored is a miss"),
+    ),
+    "worker loads the wrong block": (
+        lambda _: check_worker(lambda caches, n: support.LoadsWrongBlock(_torch_worker(caches, n), len(caches[0]))),
+        "a load brings back exactly the bytes stored",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_broken_component_is_caught_with_its_rule_named(case: str, tmp_path: Path) -> None:
+    run, rule = BROKEN[case]
+    start = time.monotonic()
+    with pytest.raises(ConformanceError) as caught:
+        run(tmp_path)
+    print(f"{case}: caught in {time.monotonic() - start:.2f} s")
+    assert caught.value.rule in ((rule,) if isinstance(rule, str) else rule)
+    assert "Shrunk call sequence" in str(caught.value) and caught.value.steps.strip()
