@@ -106,6 +106,8 @@ class TieringOffloadingManager(OffloadingManager):
         self._job_ids = itertools.count(1)
         self._own = ReqContext("kvcontract-tiering")
         self._steps = 0
+        self._loads: dict[OffloadKey, int] = {}
+        """Pins that callers hold through ``prepare_load``: the cascades' own pins are not theirs to release."""
         self._eviction_listeners: list[EvictionListener] = []
 
     @property
@@ -182,6 +184,9 @@ class TieringOffloadingManager(OffloadingManager):
     @override
     def prepare_load(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> LoadStoreSpec:
         spec = self._primary.prepare_load(keys, req_context)  # first: a refused load changes nothing
+        loads = self._loads
+        for key in keys:
+            loads[key] = loads.get(key, 0) + 1
         self._step()
         return spec
 
@@ -194,7 +199,22 @@ class TieringOffloadingManager(OffloadingManager):
 
     @override
     def complete_load(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
-        self._primary.complete_load(keys, req_context)
+        done = list(keys)
+        loads = self._loads
+        named: dict[OffloadKey, int] = {}
+        for key in done:
+            named[key] = count = named.get(key, 0) + 1
+            if count > loads.get(key, 0):
+                raise ValueError(
+                    f"complete_load: block {key!r} is not being loaded (it is named {count} times, "
+                    f"pinned by {loads.get(key, 0)} loads of callers; a cascade's pin is released only "
+                    "by its tier job); nothing was unpinned"
+                )
+        self._primary.complete_load(done, req_context)
+        for key, count in named.items():
+            left = loads.pop(key) - count
+            if left:
+                loads[key] = left
         self._step()
 
     @override

@@ -3,6 +3,8 @@
 After every step: capacity is never exceeded, reference counts are never negative and
 match the loads in progress, pinned and in-flight blocks are never evicted, every block
 stored and not evicted is still found, and the events replay to the readable set.
+Misuse rules make calls that must raise ``ValueError`` and change nothing: the manager's
+whole state (counters, each key's block and reference count) and the model stay as they were.
 """
 
 from __future__ import annotations
@@ -10,20 +12,24 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hypothesis import settings
+from collections.abc import Callable
+
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from typing_extensions import override
 
 from kvcontract import LookupResult, OffloadingManager, OffloadKey, PrepareStoreOutput, ReqContext
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
+from tests.managers.support import snapshot
 from tests.policies.support import key, keys
+from tests.profiles import stateful_settings
 
 CAPACITY = 5
 NUMBERS = st.integers(0, 11)
 BATCHES = st.lists(NUMBERS, min_size=1, max_size=5)
 ALL_KEYS = keys(*range(12))
-FAST = settings(max_examples=50, stateful_step_count=40, deadline=None)
+SETTINGS = stateful_settings(steps=40, fast_examples=50)
 
 
 @dataclass
@@ -138,6 +144,62 @@ class ManagerMachine(RuleBasedStateMachine):
                 self.readable.update(event.keys)
         assert self.readable == set(self.model.pins)
 
+    def refused(self, call: Callable[[], object], message: str) -> None:
+        """``call`` raises ``ValueError`` matching ``message`` and changes nothing the model or the manager hold."""
+        before = snapshot(self.cpu, ALL_KEYS)
+        model = (set(self.model.in_flight), dict(self.model.pins))
+        with pytest.raises(ValueError, match=message):
+            call()
+        assert snapshot(self.cpu, ALL_KEYS) == before
+        assert (self.model.in_flight, self.model.pins) == model
+
+    @rule(data=st.data())
+    def complete_load_of_a_block_not_loaded(self, data: st.DataObject) -> None:
+        pins = self.model.pins
+        pinned = sorted(k for k, count in pins.items() if count)
+        good: list[OffloadKey] = []
+        if pinned:
+            good = data.draw(st.lists(st.sampled_from(pinned), max_size=2, unique=True))
+        pin_once_too_often: bool = bool(pinned) and data.draw(st.booleans())
+        if pin_once_too_often:
+            over = data.draw(st.sampled_from(pinned))
+            bad = [over] * (pins[over] + 1)
+            good = [k for k in good if k != over]
+        else:
+            bad = [data.draw(st.sampled_from([k for k in ALL_KEYS if not pins.get(k)]))]
+        batch = data.draw(st.permutations([*good, *bad]))
+        self.refused(
+            lambda: self.manager.complete_load(batch, self.context()), "complete_load: block .* is not being loaded"
+        )
+
+    @rule(data=st.data())
+    def prepare_load_of_a_block_not_readable(self, data: st.DataObject) -> None:
+        bad = data.draw(st.sampled_from([k for k in ALL_KEYS if k not in self.model.pins]))
+        readable = sorted(self.model.pins)
+        good = data.draw(st.lists(st.sampled_from(readable), max_size=2, unique=True)) if readable else []
+        batch = data.draw(st.permutations([*good, bad]))
+        self.refused(lambda: self.manager.prepare_load(batch, self.context()), "prepare_load: block")
+
+    @precondition(lambda self: any(batch for _, batch in self.stores))
+    @rule(data=st.data(), success=st.booleans(), how=st.sampled_from(["duplicate", "unprepared", "other"]))
+    def complete_store_misused(self, data: st.DataObject, success: bool, how: str) -> None:
+        context, batch = data.draw(st.sampled_from([store for store in self.stores if store[1]]))
+        if how == "duplicate":
+            named = data.draw(st.permutations([*batch, data.draw(st.sampled_from(batch))]))
+            message = "is named twice"
+        elif how == "unprepared":
+            absent = [k for k in ALL_KEYS if k not in self.model.pins and k not in self.model.in_flight]
+            if not absent:
+                return
+            named = data.draw(st.permutations([*batch, data.draw(st.sampled_from(absent))]))
+            message = "was never prepared"
+        else:
+            named, context = batch, self.context()
+            message = "belongs to 'request-"
+        self.refused(
+            lambda: self.manager.complete_store(named, context, success=success), f"complete_store: .*{message}"
+        )
+
     @rule()
     def reset_cache(self) -> None:
         self.manager.reset_cache()
@@ -183,32 +245,32 @@ class FilteredMachine(ManagerMachine):
         self.apply_store(batch, context, output)
 
 
-@FAST
+@SETTINGS
 class LRUManagerMachine(ManagerMachine):
     policy_name = "lru"
 
 
-@FAST
+@SETTINGS
 class ARCManagerMachine(ManagerMachine):
     policy_name = "arc"
 
 
-@FAST
+@SETTINGS
 class S3FIFOManagerMachine(ManagerMachine):
     policy_name = "s3fifo"
 
 
-@FAST
+@SETTINGS
 class SIEVEManagerMachine(ManagerMachine):
     policy_name = "sieve"
 
 
-@FAST
+@SETTINGS
 class PrefixReuseManagerMachine(ManagerMachine):
     policy_name = "prefix_reuse"
 
 
-@FAST
+@SETTINGS
 class FilteredPrefixReuseMachine(FilteredMachine):
     policy_name = "prefix_reuse"
 

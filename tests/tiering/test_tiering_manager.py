@@ -303,3 +303,19 @@ def test_a_tier_submit_that_raises_leaves_no_block_pinned_or_reserved() -> None:
         manager.on_request_finished(ctx)
     assert primary.lookup(key(2), ctx) is LookupResult.MISS
     assert primary.stats().used == 0
+
+
+def test_a_caller_cannot_release_the_pin_a_cascade_holds() -> None:
+    manager, primary, (tier,), host = setup(capacity=1)
+    store(manager, host, [key(1)])
+    with pytest.raises(ValueError, match=r"complete_load: block .* is not being loaded .* pinned by 0 loads of callers"):
+        manager.complete_load([key(1)], ctx)
+    block = primary.policy.get(key(1))
+    assert block is not None and block.ref_cnt == 1
+    assert manager.prepare_store([key(2)], ctx) is None
+    manager.prepare_load([key(1)], ctx)
+    manager.complete_load([key(1)], ctx)
+    assert block.ref_cnt == 1
+    tier.finish()
+    manager.on_request_finished(ctx)
+    assert block.ref_cnt == 0 and key(1) in tier.blocks

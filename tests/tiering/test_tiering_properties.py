@@ -2,7 +2,9 @@
 
 After every step: a block loaded into host memory is always the block that was stored
 under its key (contents are a function of the key, as KV blocks are of their prefix),
-and neither the primary nor the tier holds more than its capacity.
+and neither the primary nor the tier holds more than its capacity. Misuse rules make calls
+that must raise ``ValueError`` and leave the primary exactly as it was: completing a store a
+promotion owns or another request prepared, a duplicate, a load never prepared.
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import hypothesis.strategies as st
 import pytest
 import torch
-from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from typing_extensions import override
 
@@ -25,6 +27,8 @@ from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
 from kvcontract.tiers import FileTier
 from kvcontract.tiers.block_dir import BlockDirectory
 from kvcontract.tiers.block_file import BlockLocation, write_block
+from tests.managers.support import snapshot
+from tests.profiles import stateful_settings
 
 HOST_BLOCKS = 2
 TIER_BLOCKS = 6
@@ -98,6 +102,43 @@ class TieringMachine(RuleBasedStateMachine):
         self.manager.complete_load([key], ctx)
         self.loaded_ok += 1
 
+    def refused(self, call: Callable[[], object], message: str) -> None:
+        """``call`` raises ``ValueError`` matching ``message`` and leaves the primary as it was."""
+        before = snapshot(self.primary, KEYS)
+        with pytest.raises(ValueError, match=message):
+            call()
+        assert snapshot(self.primary, KEYS) == before
+
+    @rule(index=st.integers(0, len(KEYS) - 1), success=st.booleans())
+    def complete_a_promotion_in_flight(self, index: int, success: bool) -> None:
+        key = KEYS[index]
+        if self.manager.lookup(key, ctx) is LookupResult.RETRY:
+            self.refused(
+                lambda: self.manager.complete_store([key], ctx, success=success),
+                "is being promoted from a secondary tier by 'kvcontract-tiering'",
+            )
+
+    @rule(index=st.integers(0, len(KEYS) - 1), success=st.booleans(), duplicate=st.booleans())
+    def complete_a_store_of_another_request_or_twice(self, index: int, success: bool, duplicate: bool) -> None:
+        key = KEYS[index]
+        if self.manager.lookup(key, ctx) is not LookupResult.MISS:
+            return
+        owner = ReqContext("owner")
+        plan = self.manager.prepare_store([key], owner)
+        if plan is None or key not in plan.keys_to_store:
+            return
+        if duplicate:
+            self.refused(lambda: self.manager.complete_store([key, key], owner, success=success), "is named twice")
+        else:
+            self.refused(lambda: self.manager.complete_store([key], ctx, success=success), "belongs to 'owner'")
+        self.manager.complete_store([key], owner, success=False)
+
+    @rule(index=st.integers(0, len(KEYS) - 1))
+    def complete_a_load_never_prepared(self, index: int) -> None:
+        self.refused(
+            lambda: self.manager.complete_load([KEYS[index]], ctx), "complete_load: block .* is not being loaded"
+        )
+
     @rule(fail=st.booleans())
     def switch_write_failures(self, fail: bool) -> None:
         Faults.fail_writes = fail
@@ -138,5 +179,5 @@ def patched_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(file_tier_module, "write_block", flaky_write_block)
 
 
-TieringMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+TieringMachine.TestCase.settings = stateful_settings(steps=40, fast_examples=60)
 test_tiering_with_faults = TieringMachine.TestCase
