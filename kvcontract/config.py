@@ -679,10 +679,20 @@ def _check_shape(data: object, source: str) -> None:
         pending.extend((child, depth + 1) for child in children)
 
 
+def _is_override(name: str) -> bool:
+    """Whether environment variable ``name`` overrides a field: ``KVCONTRACT_SECTION__FIELD``, or
+    ``KVCONTRACT_`` and a top-level field. Other ``KVCONTRACT_`` variables (``KVCONTRACT_CHECKS``,
+    test switches) belong to other tools, so a one-word name that is no field is left alone."""
+    if not name.startswith(ENV_PREFIX):
+        return False
+    rest = name[len(ENV_PREFIX):]
+    return "__" in rest or (rest not in _NOT_FIELDS and rest.lower() in KVContractConfig.model_fields)
+
+
 def _apply_environment(data: dict[str, object], environ: Mapping[str, str]) -> dict[str, object]:
     merged = copy.deepcopy(data)
     for name, raw in sorted(environ.items()):
-        if not name.startswith(ENV_PREFIX) or name[len(ENV_PREFIX):] in _NOT_FIELDS:
+        if not _is_override(name):
             continue
         path = [part.lower() for part in name[len(ENV_PREFIX):].split("__")]
         node = merged

@@ -162,3 +162,11 @@ def test_the_machine_check_needs_a_shared_memory_file_of_the_buffer_size(tmp_pat
         check_machine(config(tmp_path))
     with pytest.raises(ConfigError, match="is not a directory"):
         check_machine(config(tmp_path / "missing" / "host.buf"))
+
+
+def test_other_tools_kvcontract_variables_are_not_overrides() -> None:
+    environ = {"KVCONTRACT_HYPOTHESIS_PROFILE": "thorough", "KVCONTRACT_REQUIRE": "redis", "KVCONTRACT_CHECKS": "off"}
+    assert load_config(None, environ, base={"manager": {"capacity": 3}}).host_blocks == 3
+    assert not load_config(None, {"KVCONTRACT_RUNTIME_CHECKS": "false"}).runtime_checks
+    with pytest.raises(ConfigError, match="managr: Extra inputs are not permitted"):
+        load_config(None, {"KVCONTRACT_MANAGR__CAPACITY": "3"})
