@@ -12,15 +12,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import tempfile
 from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import yaml
+from typing_extensions import override
 
 if TYPE_CHECKING:
     from kvcontract.config import KVContractConfig
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 _USAGE_ERROR = 2
-_CLOSED_PIPE = 128 + signal.SIGPIPE
+_CLOSED_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a process that a closed pipe ended."""
 _STDOUT = "-"
 
 
@@ -115,8 +116,16 @@ def _discard_stdout() -> None:
     os.close(null)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line, as every other error of the command."""
+
+    @override
+    def error(self, message: str) -> NoReturn:
+        self.exit(_USAGE_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kvcontract", description="KV-cache offloading with checked contracts."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

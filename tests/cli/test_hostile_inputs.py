@@ -155,3 +155,8 @@ def test_a_full_disk_while_writing_a_file_is_one_line_and_leaves_no_file(
     figures = tmp_path / "run.json"
     run_cli(capsys, "simulate", "--requests", "5", "--json", str(figures)).assert_user_error("No space left on device")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [("simulate", "--requests", "many"), ("frobnicate",), ("config",), ("simulate", "--seed")])
+def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    run_cli(capsys, *argv).assert_user_error("error:")
