@@ -1,0 +1,163 @@
+"""The kvcontract config of one vLLM connector, read from ``kv_connector_extra_config``.
+
+``kv_connector_extra_config`` is untrusted input checked here once: besides the keys vLLM's
+offloading connector reads itself, it takes ``"kvcontract"`` (a config as a mapping) or
+``"config_file"`` (a YAML, TOML or JSON path), and ``cpu_bytes_to_use`` as vLLM's CPU
+spec does. Any other key is an error naming it. The result is a config whose layout has
+vLLM's block sizes, so the assembly (:mod:`kvcontract.assembly`) builds what vLLM addresses.
+
+Sizes in the ``kvcontract`` mapping (``"16GiB"``) and ``cpu_bytes_to_use`` are host memory
+over all workers, as in vLLM: one offload block is ``worker_kv_bytes_per_block *
+blocks_per_chunk * world_size`` bytes. A ``config_file`` keeps kvcontract's own meaning
+(sizes over its ``kv_layout``), so the same file reads the same everywhere; it then sets
+the capacity itself, and ``cpu_bytes_to_use`` beside it is an error.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import cast
+
+from vllm.v1.kv_offload.config import OffloadingConfig
+
+from kvcontract.config import ConfigError, CPUManagerConfig, KVContractConfig, TieringManagerConfig, load_config
+from kvcontract.integrations.vllm.capacity import size_in_blocks
+
+__all__ = ["VLLM_KEYS", "connector_config"]
+
+SOURCE: str = "kv_connector_extra_config"
+
+VLLM_KEYS: frozenset[str] = frozenset(
+    {
+        "spec_name",
+        "spec_module_path",
+        "block_size",
+        "blocks_per_chunk",
+        "canonical_layout",
+        "offload_prompt_only",
+        "self_describing_kv_events",
+        "sync_load_budget_bytes",
+    }
+)
+"""Keys vLLM's offloading connector reads itself; they pass through."""
+
+_OWN_KEYS = frozenset({"kvcontract", "config_file", "cpu_bytes_to_use"})
+
+_KVCONTRACT_EQUIVALENTS = {
+    "eviction_policy": "kvcontract.manager.policy",
+    "cache_policy_module_path": 'kvcontract.manager.policy ("module:Class")',
+    "store_threshold": "kvcontract.manager.admission",
+    "max_tracker_size": "kvcontract.manager.admission",
+    "secondary_tiers": "kvcontract.manager (kind: tiering, secondary: [...])",
+}
+
+
+def connector_config(config: OffloadingConfig) -> KVContractConfig:
+    """The kvcontract config ``config.extra_config`` describes, fitted to vLLM's blocks."""
+    extra = config.extra_config
+    problems = [_unknown(key) for key in extra if key not in VLLM_KEYS and key not in _OWN_KEYS]
+    if "kvcontract" in extra and "config_file" in extra:
+        problems.append("kvcontract, config_file: give the kvcontract config one way, not both")
+    if "config_file" in extra and "cpu_bytes_to_use" in extra:
+        problems.append("cpu_bytes_to_use: the config file sets the capacity; give manager.capacity there")
+    if problems:
+        raise ConfigError(SOURCE, problems)
+    if "config_file" in extra:
+        path = extra["config_file"]
+        if not isinstance(path, str) or not path:
+            raise ConfigError(SOURCE, ["config_file: give the path of a YAML, TOML or JSON config"])
+        loaded = load_config(path)
+    else:
+        loaded = load_config(base=_fitted_section(extra.get("kvcontract", {}), extra.get("cpu_bytes_to_use"), config))
+    return _fit(loaded, config)
+
+
+def _unknown(key: object) -> str:
+    equivalent = _KVCONTRACT_EQUIVALENTS.get(str(key))
+    if equivalent is not None:
+        return f"{key}: vLLM's CPU spec reads it, KVContractOffloadingSpec does not; set {equivalent}"
+    known = ", ".join(sorted(VLLM_KEYS | _OWN_KEYS))
+    return f"{key}: unknown key; known: {known}"
+
+
+def _tokens(config: OffloadingConfig) -> tuple[int, int]:
+    """vLLM's GPU block and offload block, in tokens."""
+    block = config.groups[0].tokens_per_block if config.groups else 16
+    return block, block * config.cache.blocks_per_chunk
+
+
+def _fitted_section(section: object, cpu_bytes: object, config: OffloadingConfig) -> dict[str, object]:
+    """The raw ``kvcontract`` mapping with vLLM's block sizes, and sizes turned into vLLM's blocks."""
+    if not isinstance(section, Mapping):
+        raise ConfigError(SOURCE, ["kvcontract: give the kvcontract config as a mapping of sections"])
+    raw = {str(key): copy.deepcopy(value) for key, value in cast("Mapping[object, object]", section).items()}
+    problems: list[str] = []
+    layout = raw.setdefault("kv_layout", {})
+    if isinstance(layout, dict):
+        fields = cast("dict[str, object]", layout)  # a section of the caller's mapping, checked to be a dict
+        for name, wanted in zip(("block_tokens", "offload_block_tokens"), _tokens(config)):
+            given = fields.setdefault(name, wanted)
+            if given != wanted:
+                problems.append(f"kvcontract.kv_layout.{name}: {given!r}, but vLLM's is {wanted}; leave it out")
+    chunk_bytes = config.worker_kv_bytes_per_block * config.cache.blocks_per_chunk * max(config.parallel.world_size, 1)
+    manager = raw.setdefault("manager", {})
+    if isinstance(manager, dict):
+        fields = cast("dict[str, object]", manager)  # as above
+        tiering = fields.get("kind") == "tiering"
+        primary = fields.setdefault("primary", {}) if tiering else fields
+        path = "kvcontract.manager.primary" if tiering else "kvcontract.manager"
+        if isinstance(primary, dict):
+            held = cast("dict[str, object]", primary)  # as above
+            if cpu_bytes is not None:
+                if "capacity" in held:
+                    problems.append(f"cpu_bytes_to_use: {path}.capacity is set too; give one of them")
+                elif type(cpu_bytes) is not int or cpu_bytes < 1:
+                    problems.append(f"cpu_bytes_to_use: give a number of bytes >= 1 (got {cpu_bytes!r})")
+                else:
+                    held["capacity"] = f"{cpu_bytes}B"
+            _size_to_blocks(held, chunk_bytes, f"{path}.capacity", problems)
+        tiers = fields.get("secondary") if tiering else None
+        if isinstance(tiers, list):
+            for index, tier in enumerate(cast("list[object]", tiers)):  # the raw list; items checked below
+                if isinstance(tier, dict):
+                    _size_to_blocks(cast("dict[str, object]", tier), chunk_bytes, f"{path[:-8]}.secondary.{index}.capacity", problems)
+    if problems:
+        raise ConfigError(SOURCE, problems)
+    return raw
+
+
+def _size_to_blocks(fields: dict[str, object], block_bytes: int, path: str, problems: list[str]) -> None:
+    if "capacity" not in fields:
+        return
+    try:
+        fields["capacity"] = size_in_blocks(fields["capacity"], block_bytes)
+    except ValueError as error:
+        problems.append(f"{path}: {error}")
+
+
+def _fit(loaded: KVContractConfig, config: OffloadingConfig) -> KVContractConfig:
+    """The validated config with vLLM's block sizes (a file's own are replaced), checked for tiering,
+    with events on when vLLM publishes them."""
+    problems: list[str] = []
+    block, chunk = _tokens(config)
+    layout = loaded.kv_layout.model_copy(update={"block_tokens": block, "offload_block_tokens": chunk})
+    manager = loaded.manager
+    primary = manager if isinstance(manager, CPUManagerConfig) else manager.primary
+    if config.enable_kv_cache_events and not primary.enable_events:
+        primary = primary.model_copy(update={"enable_events": True})
+    fitted: CPUManagerConfig | TieringManagerConfig = primary
+    if isinstance(manager, TieringManagerConfig):
+        fitted = manager.model_copy(update={"primary": primary})
+        worker_chunk_bytes = config.worker_kv_bytes_per_block * config.cache.blocks_per_chunk
+        if config.parallel.world_size > 1:
+            problems.append("kvcontract.manager: tiering runs with one worker (world_size 1) in this release")
+        if layout.offload_block_bytes != worker_chunk_bytes:
+            problems.append(
+                f"kvcontract.kv_layout: its offload blocks hold {layout.offload_block_bytes} bytes, vLLM's "
+                f"{worker_chunk_bytes}; a tiering manager maps the worker's host memory, so give the "
+                "model's num_layers, num_kv_heads, head_dim and dtype"
+            )
+    if problems:
+        raise ConfigError(SOURCE, problems)
+    return loaded.model_copy(update={"kv_layout": layout, "manager": fitted})

@@ -1,0 +1,71 @@
+"""Replaying a trace through a vLLM ``OffloadingManager`` the way vLLM 0.33's scheduler calls it.
+
+Per request: ``on_new_request``; ``lookup`` one key at a time up to the first non-HIT;
+``prepare_load`` of that prefix (pinned while the request runs); ``prepare_store`` of the
+rest (the chunks the request computes); ``complete_load``; ``complete_store`` of what the
+manager chose to store; ``on_request_finished``. There is no ``touch``: vLLM commits
+recency when a request finishes. Keys and contexts are built before the clocks start, as
+in :func:`kvcontract.sim.replay`, whose report this returns so the two compare directly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import cast
+
+from vllm.v1.kv_offload.base import LookupResult as VLLMLookupResult
+from vllm.v1.kv_offload.base import OffloadingManager as VLLMOffloadingManager
+from vllm.v1.kv_offload.base import OffloadKey as VLLMOffloadKey
+from vllm.v1.kv_offload.base import ReqContext as VLLMReqContext
+
+from kvcontract.sim.replay import ReplayReport
+from kvcontract.sim.trace import block_key
+
+__all__ = ["key_chains", "replay_as_scheduler"]
+
+
+def key_chains(requests: Sequence[Sequence[int]]) -> list[list[VLLMOffloadKey]]:
+    """Each request's keys from its hash ids, one key object per distinct id (as the engine shares hashes)."""
+    keys: dict[int, VLLMOffloadKey] = {}
+    chains: list[list[VLLMOffloadKey]] = []
+    for hash_ids in requests:
+        chain: list[VLLMOffloadKey] = []
+        for hash_id in hash_ids:
+            key = keys.get(hash_id)
+            if key is None:
+                key = keys[hash_id] = cast("VLLMOffloadKey", block_key(hash_id))  # same bytes in both NewTypes
+            chain.append(key)
+        chains.append(chain)
+    return chains
+
+
+def replay_as_scheduler(manager: VLLMOffloadingManager, chains: Sequence[list[VLLMOffloadKey]]) -> ReplayReport:
+    """Serve the requests ``chains`` names (keys per request) through ``manager`` as vLLM's scheduler would."""
+    contexts = [VLLMReqContext(req_id=str(number)) for number in range(len(chains))]
+    hit = VLLMLookupResult.HIT
+    blocks = hit_blocks = failed = evictions = 0
+    start, cpu_start = time.perf_counter(), time.thread_time()
+    for keys, context in zip(chains, contexts):
+        manager.on_new_request(context)
+        found = 0
+        for key in keys:
+            if manager.lookup(key, context) is not hit:
+                break
+            found += 1
+        prefix = keys[:found]
+        if found:
+            manager.prepare_load(prefix, context)
+        output = manager.prepare_store(keys[found:], context) if found < len(keys) else None
+        if found:
+            manager.complete_load(prefix, context)
+        if output is not None:
+            manager.complete_store(output.keys_to_store, context)
+            evictions += len(output.evicted_keys)
+        elif found < len(keys):
+            failed += len(keys) - found
+        manager.on_request_finished(context)
+        blocks += len(keys)
+        hit_blocks += found
+    seconds, cpu_seconds = time.perf_counter() - start, time.thread_time() - cpu_start
+    return ReplayReport(len(chains), blocks, hit_blocks, failed, evictions, seconds, cpu_seconds)

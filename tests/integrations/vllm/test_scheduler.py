@@ -1,0 +1,103 @@
+"""vLLM's scheduler and its OffloadingConnector drive kvcontract's managers; a real worker moves the bytes.
+
+Each test runs requests through vLLM's ``Scheduler`` (``OffloadingConnectorScheduler``
+inside) and a worker-side ``OffloadingConnector`` over CPU KV caches: hits, loads, stores,
+evictions, refused stores, finished requests, tier promotions (``RETRY``). vLLM's scheduler
+drains events and stats itself each step; their conversion is pinned in test_spec.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+import torch
+
+from kvcontract.integrations.vllm import KVContractOffloadingManager
+from kvcontract.managers import TieringOffloadingManager
+from tests.integrations.vllm.support import BLOCK_TOKENS, SPEC_PATH, Engine, model_dir, vllm_config
+
+GPU_BLOCKS = 64
+PROMPT_A = list(range(100))
+"""Six full blocks of 16 tokens and a partial one (never offloaded)."""
+PROMPT_C = list(range(1000, 1100))
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return model_dir(tmp_path_factory.mktemp("tiny-llama"))
+
+
+def engine(model: Path, kvcontract: Mapping[str, object], *, events: bool = False) -> Engine:
+    config = vllm_config(model, {**SPEC_PATH, "kvcontract": kvcontract}, num_blocks=GPU_BLOCKS, events=events)
+    return Engine(config, GPU_BLOCKS, with_worker=True)
+
+
+def block_bytes(engine: Engine, blocks: list[int]) -> list[torch.Tensor]:
+    return [cache[blocks].clone() for cache in engine.caches.values()]
+
+
+def test_stored_blocks_load_back_byte_exact(model: Path) -> None:
+    served = engine(model, {"manager": {"capacity": 16}})
+    first = served.run("a", PROMPT_A)
+    assert first.hit_tokens == 0 and len(first.stored) == 6
+    stored = block_bytes(served, first.stored)
+    served.drop_gpu_prefix_cache()
+    for cache in served.caches.values():
+        cache.zero_()
+    again = served.run("b", PROMPT_A)
+    assert again.hit_tokens == 6 * BLOCK_TOKENS
+    assert again.stored == []
+    for before, after in zip(stored, block_bytes(served, again.loaded)):
+        assert torch.equal(before, after)
+
+
+def test_eviction_follows_recency_committed_when_requests_finish(model: Path) -> None:
+    served = engine(model, {"manager": {"capacity": 8, "policy": "lru"}})
+    served.run("a", PROMPT_A)
+    c = served.run("c", PROMPT_C)
+    assert len(c.stored) == 6
+    served.drop_gpu_prefix_cache()
+    # A's request touched its blocks at its end, first block most recent: C evicted A's last four.
+    assert served.run("a2", PROMPT_A).hit_tokens == 2 * BLOCK_TOKENS
+
+
+def test_a_store_without_room_is_refused_and_counted(model: Path) -> None:
+    served = engine(model, {"manager": {"capacity": 4}})
+    refused = served.run("a", PROMPT_A)
+    assert refused.stored == []
+    manager = served.manager
+    assert isinstance(manager, KVContractOffloadingManager)
+    failed = manager.inner.stats().failed_stores
+    assert failed >= 6 and failed % 6 == 0  # vLLM offers the six blocks again on a later step
+    served.drop_gpu_prefix_cache()
+    assert served.run("b", PROMPT_A).hit_tokens == 0
+
+
+def test_a_tier_promotion_answers_retry_then_loads_byte_exact(model: Path, tmp_path: Path) -> None:
+    config = {
+        "kv_layout": {"num_layers": 2, "num_kv_heads": 2, "head_dim": 16, "dtype": "float16"},
+        "manager": {
+            "kind": "tiering",
+            "primary": {"capacity": 6},
+            "secondary": [{"kind": "file", "path": str(tmp_path / "tier"), "capacity": 32}],
+        },
+        "transfer": {"shared_memory_path": str(tmp_path / "host.shm")},
+    }
+    served = engine(model, config)
+    manager = served.manager
+    assert isinstance(manager, KVContractOffloadingManager)
+    assert isinstance(manager.inner, TieringOffloadingManager)
+    first = served.run("a", PROMPT_A)
+    stored = block_bytes(served, first.stored)
+    served.run("c", PROMPT_C)  # evicts all of A from host memory; the file tier keeps it
+    served.drop_gpu_prefix_cache()
+    for cache in served.caches.values():
+        cache.zero_()
+    again = served.run("a2", PROMPT_A)
+    assert again.hit_tokens == 6 * BLOCK_TOKENS
+    stats = manager.inner.stats()
+    assert stats.tiers[0].promoted == 6  # lookups answered RETRY until the promotion landed
+    for before, after in zip(stored, block_bytes(served, again.loaded)):
+        assert torch.equal(before, after)

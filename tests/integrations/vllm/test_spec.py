@@ -1,0 +1,120 @@
+"""vLLM's factory loads kvcontract's spec by module path; the spec reads and checks its config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from vllm.v1.kv_offload.base import Medium, ReqContext, make_offload_key
+from vllm.v1.kv_offload.config import OffloadingConfig
+from vllm.v1.kv_offload.factory import OffloadingSpecFactory
+
+from kvcontract.config import ConfigError
+from kvcontract.integrations.vllm import (
+    KVContractOffloadingManager,
+    KVContractOffloadingSpec,
+    UnsupportedVLLMError,
+    check_vllm_version,
+)
+from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
+from tests.integrations.vllm.support import LAYERS, PAGE_BYTES, SPEC_PATH, offloading_config
+
+BLOCK_BYTES = PAGE_BYTES * len(LAYERS)
+KEYS = [make_offload_key(number.to_bytes(8, "big"), 0) for number in range(8)]
+
+
+def make_spec(**extra: object) -> KVContractOffloadingSpec:
+    return spec_of(offloading_config({**SPEC_PATH, **extra}))
+
+
+def spec_of(config: OffloadingConfig) -> KVContractOffloadingSpec:
+    spec = OffloadingSpecFactory.create_spec(config)
+    assert isinstance(spec, KVContractOffloadingSpec)
+    return spec
+
+
+def test_factory_loads_the_spec_by_module_path() -> None:
+    spec = make_spec(kvcontract={"manager": {"capacity": 8, "policy": "arc"}})
+    manager = spec.get_manager()
+    assert isinstance(manager, KVContractOffloadingManager)
+    assert isinstance(manager.inner, CPUOffloadingManager)
+    assert manager.inner.stats().capacity == 8
+    assert spec.get_manager() is manager
+
+
+def test_layout_follows_vllm_blocks() -> None:
+    layout = spec_of(offloading_config(SPEC_PATH, blocks_per_chunk=4)).kvcontract_config.kv_layout
+    assert (layout.block_tokens, layout.offload_block_tokens) == (16, 64)
+
+
+def test_capacity_from_cpu_bytes_to_use_as_vllm_gives_it() -> None:
+    spec = make_spec(cpu_bytes_to_use=BLOCK_BYTES * 10 + 5)
+    assert spec.get_manager().inner.stats().capacity == 10
+
+
+def test_capacity_as_a_size_in_kvcontract_units_uses_vllm_block_bytes() -> None:
+    spec = make_spec(kvcontract={"manager": {"capacity": f"{BLOCK_BYTES * 3}B"}})
+    assert spec.get_manager().inner.stats().capacity == 3
+
+
+def test_reuse_admission_from_the_kvcontract_config() -> None:
+    spec = make_spec(kvcontract={"manager": {"capacity": 4, "admission": {"kind": "reuse"}}})
+    assert isinstance(spec.get_manager().inner, FilterReusedOffloadingManager)
+
+
+def test_events_and_stats_in_vllm_types() -> None:
+    manager = spec_of(offloading_config({**SPEC_PATH, "kvcontract": {"manager": {"capacity": 4}}}, events=True)).get_manager()
+    first, second = ReqContext("first"), ReqContext("second")
+    for context, keys in ((first, KEYS[:4]), (second, KEYS[4:6])):
+        manager.on_new_request(context)
+        output = manager.prepare_store(keys, context)
+        assert output is not None
+        manager.complete_store(output.keys_to_store, context)
+        manager.on_request_finished(context)
+    events = manager.take_events()
+    assert [(event.medium, event.removed, len(event.keys)) for event in events] == [
+        (Medium.CPU, False, 4),
+        (Medium.CPU, True, 2),
+        (Medium.CPU, False, 2),
+    ]
+    assert set(events[1].keys) == set(KEYS[2:4])  # the first request's last blocks: its first is most recent
+    reduced = manager.get_stats().reduce()
+    assert reduced["kvcontract_stored_blocks"] == 6
+    assert reduced["kvcontract_evicted_blocks"] == 2
+    assert reduced["vllm:kv_offload_cpu_cache_usage_perc"] == 1.0
+    assert "kvcontract_stored_blocks" not in manager.get_stats().reduce()  # increases since the last call
+    assert set(reduced) <= set(KVContractOffloadingSpec.build_metric_definitions({}))
+
+
+def test_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "kvc.yaml"
+    path.write_text("manager:\n  capacity: 5\n  policy: {kind: sieve}\n")
+    assert make_spec(config_file=str(path)).get_manager().inner.stats().capacity == 5
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"capacty_blocks": 3}, "capacty_blocks: unknown key"),
+        ({"eviction_policy": "arc"}, "eviction_policy: vLLM's CPU spec reads it, KVContractOffloadingSpec does not; set kvcontract.manager.policy"),
+        ({"kvcontract": {}, "config_file": "x.yaml"}, "give the kvcontract config one way, not both"),
+        ({"kvcontract": {"manager": {"capacity": 4}}, "cpu_bytes_to_use": 1 << 20}, "cpu_bytes_to_use: kvcontract.manager.capacity is set too"),
+        ({"kvcontract": {"manager": {"capcity": 4}}}, "manager.capcity"),
+        ({"kvcontract": {"kv_layout": {"block_tokens": 32}}}, "kvcontract.kv_layout.block_tokens: 32, but vLLM's is 16"),
+        ({"kvcontract": {"manager": {"capacity": "1B"}}}, "holds no offload block"),
+        ({"kvcontract": "lru"}, "kvcontract: give the kvcontract config as a mapping"),
+    ],
+)
+def test_bad_config_is_one_error_naming_the_key(extra: dict[str, object], named: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        make_spec(**extra)
+    assert named in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_an_unsupported_vllm_fails_in_one_line() -> None:
+    with pytest.raises(UnsupportedVLLMError) as raised:
+        check_vllm_version("0.32.1")
+    assert str(raised.value).startswith("kvcontract.integrations.vllm supports vLLM 0.33.x, found vLLM 0.32.1")
+    assert "\n" not in str(raised.value)
+    assert check_vllm_version("0.33.0+cpu") == "0.33.0+cpu"
