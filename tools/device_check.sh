@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device check of the transfer engine: on a GPU machine, run the transfer tests (CUDA cases
-# included) and the transfer benchmark, all in under 5 minutes.
+# included), the transfer benchmark and the vLLM worker adapter's CUDA test, all in under 7 minutes.
 #
 # Run from the project root:  bash tools/device_check.sh
 #
@@ -65,6 +65,12 @@ timeout 110 "$PYTHON" tools/bench_transfer.py || failed+=(benchmark)
 step "benchmark: tools/bench_transfer.py --copy-path memcpy --batches 16,64,256,1024"
 timeout 70 "$PYTHON" tools/bench_transfer.py --copy-path memcpy --batches 16,64,256,1024 ||
     failed+=("memcpy benchmark")
+
+step "tests: pytest tests/integrations/vllm/test_cuda.py (vLLM's worker calls on CUDA KV caches)"
+# Needs vLLM 0.33 importable (requirements/vllm.txt); without it the module is not collected
+# and test_vllm_available.py reports why, as a skip.
+timeout 120 "$PYTHON" -m pytest tests/integrations/vllm/test_cuda.py tests/integrations/vllm/test_vllm_available.py \
+    -q -rs -p no:cacheprovider || failed+=("vllm cuda tests")
 
 step "done"
 if ((${#failed[@]})); then
