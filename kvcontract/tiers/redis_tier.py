@@ -45,7 +45,7 @@ from kvcontract.tiers.redis_client import (
     connect,
     describe_error,
 )
-from kvcontract.tiers.redis_value import BadValueError, decode_value, encode_value, layout_fingerprint
+from kvcontract.tiers.redis_value import BadValueError, decode_value, encode_value_into, header_size, layout_fingerprint
 
 __all__ = ["MEDIUM", "RedisTier", "RedisTierStats"]
 
@@ -187,6 +187,7 @@ class RedisTier(SecondaryTier):
         self._probing = False
         self._last_probe = -float("inf")
         self._closed = False
+        self._buffers = threading.local()
         self._pool = PriorityThreadPool(io_threads, name="redis-tier")
         self._lookup_thread = threading.Thread(target=self._lookup_loop, name="redis-tier-lookup", daemon=True)
         self._lookup_thread.start()
@@ -412,10 +413,10 @@ class RedisTier(SecondaryTier):
         try:
             for chunk in _chunks(keys, max(1, _CHUNK_BYTES // self._block_bytes)):
                 names = [self.redis_key(key) for key in chunk]
+                values = self._encode(chunk, blocks)
 
                 def add(pipe: RedisPipeline, i: int) -> None:
-                    value = encode_value(chunk[i], self._fingerprint, memoryview(self._rows[blocks[chunk[i]]]))
-                    pipe.set(names[i], value, ex=self._ttl)
+                    pipe.set(names[i], values[i], ex=self._ttl)
 
                 failed = next((r for r in self._execute(names, add) if isinstance(r, BaseException)), None)
                 if failed is not None:
@@ -440,6 +441,26 @@ class RedisTier(SecondaryTier):
             self._counters.bytes_written += len(keys) * self._block_bytes
             self._events.append(OffloadingEvent(keys, MEDIUM, removed=False))
             self._finish(job_id, True, len(keys) * self._block_bytes, seconds)
+
+    def _encode(self, keys: Sequence[OffloadKey], blocks: dict[OffloadKey, int]) -> list[memoryview]:
+        """The values of ``keys``, built one after the other in this thread's reused buffer.
+
+        A fresh buffer per value would fault in new pages for every large block; the
+        views stay valid until this thread's next chunk.
+        """
+        size = sum(header_size(key) + self._block_bytes for key in keys)
+        buffer: bytearray | None = getattr(self._buffers, "value", None)
+        if buffer is None or len(buffer) < size:
+            buffer = bytearray(size)
+            self._buffers.value = buffer
+        view = memoryview(buffer)
+        values: list[memoryview] = []
+        offset = 0
+        for key in keys:
+            written = encode_value_into(view[offset:], key, self._fingerprint, memoryview(self._rows[blocks[key]]))
+            values.append(view[offset : offset + written])
+            offset += written
+        return values
 
     def _load_job(self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int]) -> None:
         """Read ``keys`` into ``host_ids`` with pipelined GETs, verifying each value before it is copied.

@@ -22,6 +22,7 @@ __all__ = [
     "BadValueError",
     "decode_value",
     "encode_value",
+    "encode_value_into",
     "header_size",
     "layout_fingerprint",
 ]
@@ -50,9 +51,22 @@ def header_size(key: OffloadKey) -> int:
 
 
 def encode_value(key: OffloadKey, fingerprint: bytes, payload: memoryview) -> bytes:
-    """The value stored for ``key``: header, key and payload in one buffer (one copy of the payload)."""
-    header = _FIXED.pack(MAGIC, FORMAT_VERSION, len(key), len(payload), checksum(payload), fingerprint)
-    return b"".join((header, key, payload))
+    """The value stored for ``key``: header, key and payload in one new buffer."""
+    value = bytearray(header_size(key) + len(payload))
+    encode_value_into(memoryview(value), key, fingerprint, payload)
+    return bytes(value)
+
+
+def encode_value_into(out: memoryview, key: OffloadKey, fingerprint: bytes, payload: memoryview) -> int:
+    """Write the value of ``key`` at the start of ``out`` (one copy of the payload); its length.
+
+    The tier builds values in a buffer it reuses, so large stores do not fault in fresh pages per value.
+    """
+    start = header_size(key)
+    _FIXED.pack_into(out, 0, MAGIC, FORMAT_VERSION, len(key), len(payload), checksum(payload), fingerprint)
+    out[_FIXED.size : start] = key
+    out[start : start + len(payload)] = payload
+    return start + len(payload)
 
 
 def decode_value(value: bytes, key: OffloadKey, fingerprint: bytes, payload_len: int) -> memoryview:
