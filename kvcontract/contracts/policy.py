@@ -27,17 +27,25 @@ class CachePolicy(Contract, Protocol):
     def insert_many(self, keys: Sequence[OffloadKey], blocks: Sequence[BlockStatus]) -> None:
         """Insert ``keys[i]`` with ``blocks[i]``, in order, as that many ``insert`` calls would.
 
-        One call for a request's new blocks: managers use it on their hot path. The
-        built-in policies check the whole batch first and change nothing when they raise;
-        this default calls ``insert`` for each pair.
+        One call for a request's new blocks: managers use it on their hot path. All or
+        nothing: when it raises, the policy holds what it held before. The built-in
+        policies check the whole batch first; this default calls ``insert`` for each pair
+        and removes what it inserted when one of them raises.
         """
         if len(keys) != len(blocks):
             raise ValueError(
                 f"{type(self).__name__}.insert_many: {len(keys)} keys but {len(blocks)} "
                 "blocks; pass one block per key"
             )
-        for key, block in zip(keys, blocks):
-            self.insert(key, block)
+        inserted = 0
+        try:
+            for key, block in zip(keys, blocks):
+                self.insert(key, block)
+                inserted += 1
+        except BaseException:
+            for key in keys[:inserted]:
+                self.remove(key)
+            raise
 
     @abstractmethod
     def remove(self, key: OffloadKey) -> None:

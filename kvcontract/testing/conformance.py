@@ -79,16 +79,30 @@ def run_machine(machine: type[RuleBasedStateMachine], component: str, profile: P
                 ),
             )
     except RuleBroken as broken:
-        raise ConformanceError(component, broken.rule, _steps(lines), broken.detail) from None
+        raise ConformanceError(component, broken.rule, _steps(lines, broken), broken.detail) from None
     except HypothesisException:
         raise
     except Exception as error:  # noqa: BLE001 - any other exception from the component is a broken rule too
         rule = "every call the contract allows returns without raising"
         detail = f"{type(error).__name__}: {error}"
-        raise ConformanceError(component, rule, _steps(lines), detail) from error
+        raise ConformanceError(component, rule, _steps(lines, error), detail) from error
 
 
-def _steps(lines: list[str]) -> str:
-    """The reproducing call sequence hypothesis reported, one call a line."""
-    kept = [line for line in "\n".join(lines).splitlines() if line.strip() and not line.startswith("Falsifying")]
-    return "\n".join(f"    {line.strip()}" for line in kept) or "    (no steps reported)"
+def _steps(lines: list[str], error: BaseException) -> str:
+    """The reproducing call sequence hypothesis reported (as the error's notes, or printed), one call a line.
+
+    The machine's own invariant checks and hypothesis' explanation of covered lines are left out.
+    """
+    reported = [*lines, *getattr(error, "__notes__", ())]
+    calls: list[str] = []
+    for text in reported:
+        for line in str(text).splitlines():
+            line = line.strip()
+            if line.startswith("Explanation"):
+                break
+            if line.startswith("state") and not line.endswith(_INVARIANT_CALLS):
+                calls.append(line)
+    return "\n".join(f"    {line}" for line in calls) or "    (no steps reported)"
+
+
+_INVARIANT_CALLS = (".consistent()", ".lookups_and_stats()")

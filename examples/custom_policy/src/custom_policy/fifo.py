@@ -30,6 +30,8 @@ class FIFOPolicy(CachePolicy):
 
     @override
     def insert(self, key: OffloadKey, block: BlockStatus) -> None:
+        if key in self._blocks:
+            raise ValueError(f"FIFOPolicy already holds {key.hex()}: remove it first")
         if len(self._blocks) >= self._capacity:
             raise ValueError(f"FIFOPolicy is full ({self._capacity} blocks): evict first")
         self._blocks[key] = block
@@ -46,6 +48,8 @@ class FIFOPolicy(CachePolicy):
     def evict(
         self, n: int, protected: Set[OffloadKey]
     ) -> list[tuple[OffloadKey, BlockStatus]] | None:
+        if n < 0:
+            raise ValueError(f"FIFOPolicy.evict: n must be >= 0, got {n}")
         victims: list[tuple[OffloadKey, BlockStatus]] = []
         for key, block in self._blocks.items():
             if len(victims) == n:
