@@ -62,23 +62,27 @@ class _Job:
 
 @dataclass(frozen=True)
 class _GroupAddresses:
-    """Per-plane start offset in the span, row stride, row width and host-row offset of one group."""
+    """Per-plane start in the span, row stride, row width and start in host row 0, of one group."""
 
     bases: npt.NDArray[np.int64]
     strides: npt.NDArray[np.int64]
     widths: npt.NDArray[np.int64]
-    offsets: npt.NDArray[np.int64]
+    host_bases: npt.NDArray[np.int64]
+    width: int | None
+    """The planes' one width when they share it (pages then need no sizes column)."""
 
     @classmethod
-    def of(cls, group: KVCacheGroup, span_base: int) -> _GroupAddresses:
+    def of(cls, group: KVCacheGroup, span_base: int, host_offset: int) -> _GroupAddresses:
         def column(values: list[int]) -> npt.NDArray[np.int64]:
             return np.array(values, dtype=np.int64)
 
+        widths = {p.block_bytes for p in group.planes}
         return cls(
             column([p.rows.data_ptr() - span_base for p in group.planes]),
             column([p.row_stride for p in group.planes]),
             column([p.block_bytes for p in group.planes]),
-            column(list(group.offsets)),
+            column([host_offset + offset for offset in group.offsets]),
+            widths.pop() if len(widths) == 1 else None,
         )
 
 
@@ -98,8 +102,10 @@ class ThreadCopyEngine(CopyEngine):
         span_end = max(_end_address(tensor) for tensor in tensors)
         span = (ctypes.c_char * (span_end - span_base)).from_address(span_base)
         self._span = memoryview(span).cast("B")
-        self._host_offset = host.data_ptr() - span_base
-        self._addresses = tuple(_GroupAddresses.of(group, span_base) for group in layout.groups)
+        host_offset = host.data_ptr() - span_base
+        self._addresses = tuple(
+            _GroupAddresses.of(group, span_base, host_offset) for group in layout.groups
+        )
         self._lock = threading.Lock()
         self._done: list[TransferResult] = []
         self._running: dict[int, threading.Event] = {}
@@ -155,13 +161,19 @@ class ThreadCopyEngine(CopyEngine):
             self.copy_pages(self.pages(direction, group))
 
     def pages(self, direction: Direction, mapping: GroupMapping) -> Pages:
-        """One group's byte runs, block by block and plane by plane, merged where contiguous."""
+        """One group's byte runs, block by block and plane by plane, merged where contiguous.
+
+        A job's fixed cost is mostly these few numpy calls (a few µs each), so they are kept few:
+        each address column takes two, and planes of one width need no sizes column.
+        """
         at = self._addresses[mapping.group]
-        gpu = at.bases + mapping.gpu_ids[:, None] * at.strides
-        host = self._host_offset + mapping.host_rows[:, None] * self._row_bytes + at.offsets
-        sizes = np.broadcast_to(at.widths, gpu.shape).ravel()
+        gpu = mapping.gpu_ids[:, None] * at.strides
+        gpu += at.bases
+        host = (mapping.host_rows * self._row_bytes)[:, None] + at.host_bases
         src, dst = (gpu, host) if direction is Direction.STORE else (host, gpu)
-        return _merged(dst.ravel(), src.ravel(), sizes)
+        if at.width is None:
+            return _merged(dst.ravel(), src.ravel(), np.broadcast_to(at.widths, gpu.shape).ravel())
+        return _merged_uniform(dst.ravel(), src.ravel(), at.width)
 
     def copy_pages(self, pages: Pages) -> None:
         """Copy each run of ``pages`` by memoryview assignment, long runs slice by slice."""
@@ -213,3 +225,12 @@ def _merged(
     offsets = np.concatenate(([0], np.cumsum(sizes)))
     sizes = offsets[ends] - offsets[starts]
     return Pages(dst[starts].tolist(), src[starts].tolist(), sizes.tolist())
+
+
+def _merged_uniform(dst: npt.NDArray[np.int64], src: npt.NDArray[np.int64], width: int) -> Pages:
+    """``_merged`` for runs that all have ``width`` bytes, without a sizes column."""
+    follows = dst[1:] - dst[:-1] == width
+    follows &= src[1:] - src[:-1] == width
+    if not np.count_nonzero(follows):
+        return Pages(dst.tolist(), src.tolist(), [width] * dst.size)
+    return _merged(dst, src, np.full_like(dst, width))
