@@ -33,7 +33,8 @@ class ARCPolicy(PolicyBase):
         self._t2: OrderedDict[OffloadKey, None] = OrderedDict()
         self._b1: OrderedDict[OffloadKey, None] = OrderedDict()
         self._b2: OrderedDict[OffloadKey, None] = OrderedDict()
-        self._frequent: set[OffloadKey] = set()
+        self._parked_t2: set[OffloadKey] = set()
+        """Parked blocks of T2 (the others parked are T1's): a list's own dict says who is in it."""
         self._parked_t1 = 0
         """Parked blocks of T1: they count in ``|T1|``, so a scan that parks one moves no target."""
         self._target_t1 = 0.0
@@ -50,7 +51,7 @@ class ARCPolicy(PolicyBase):
 
     @override
     def touch(self, keys: Sequence[OffloadKey]) -> None:
-        t1, t2, blocks, frequent = self._t1, self._t2, self._blocks, self._frequent
+        t1, t2, blocks = self._t1, self._t2, self._blocks
         front = self._front
         take_parked = self._take_parked if self._parked else None
         for key in reversed(keys):
@@ -60,16 +61,16 @@ class ARCPolicy(PolicyBase):
                 else:
                     del t1[key]
                     t2[key] = None
-                    frequent.add(key)
             elif key in t2:
                 t2.move_to_end(key)
             elif take_parked is not None and take_parked(key):
-                if key not in frequent:
+                if key in self._parked_t2:
+                    self._parked_t2.discard(key)
+                else:
                     self._parked_t1 -= 1
                     if blocks[key].ref_cnt < 0:
                         t1[key] = None
                         continue
-                    frequent.add(key)
                 t2[key] = None
                 continue
             else:
@@ -105,12 +106,10 @@ class ARCPolicy(PolicyBase):
             )
             del b1[key]
             self._t2[key] = None
-            self._frequent.add(key)
         elif key in b2:
             self._target_t1 = max(0.0, self._target_t1 - max(1.0, len(b1) / len(b2)))
             del b2[key]
             self._t2[key] = None
-            self._frequent.add(key)
         else:
             self._t1[key] = None
             if len(b1) and len(self._t1) + self._parked_t1 + len(b1) > self._capacity:
@@ -118,15 +117,17 @@ class ARCPolicy(PolicyBase):
 
     def _unlink(self, key: OffloadKey) -> None:
         """Take ``key`` out of its queue."""
-        if key in self._frequent:
+        if key in self._t2:
             del self._t2[key]
+            self._parked_t2.add(key)
         else:
             del self._t1[key]
             self._parked_t1 += 1
 
     @override
     def _relink(self, key: OffloadKey, stamp: int) -> None:
-        if key in self._frequent:
+        if key in self._parked_t2:
+            self._parked_t2.discard(key)
             self._return_to(self._t2, key, None, stamp)
         else:
             self._return_to(self._t1, key, None, stamp)
@@ -134,12 +135,13 @@ class ARCPolicy(PolicyBase):
 
     @override
     def _forget(self, key: OffloadKey, linked: bool) -> None:
-        if key in self._frequent:
-            self._frequent.discard(key)
-            if linked:
+        if linked:
+            if key in self._t1:
+                del self._t1[key]
+            else:
                 del self._t2[key]
-        elif linked:
-            del self._t1[key]
+        elif key in self._parked_t2:
+            self._parked_t2.discard(key)
         else:
             self._parked_t1 -= 1
 
@@ -197,7 +199,7 @@ class ARCPolicy(PolicyBase):
     def _clear_order(self) -> None:
         for ordered in (self._t1, self._t2, self._b1, self._b2):
             ordered.clear()
-        self._frequent.clear()
+        self._parked_t2.clear()
         self._parked_t1 = 0
         self._target_t1 = 0.0
 
@@ -231,7 +233,6 @@ class ARCPolicy(PolicyBase):
         for key in from_t2:
             del t2[key]
             b2[key] = None
-        self._frequent.difference_update(from_t2)
         if self._front:
             self._drop_stamps(from_t1)
             self._drop_stamps(from_t2)
