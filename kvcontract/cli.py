@@ -24,6 +24,7 @@ from typing_extensions import override
 
 if TYPE_CHECKING:
     from kvcontract.config import KVContractConfig
+    from kvcontract.metrics import MetricsCollector
 
 __all__ = ["main"]
 
@@ -150,8 +151,37 @@ def _parser() -> argparse.ArgumentParser:
     )
     _simulate_arguments(simulate)
     simulate.set_defaults(handler=_simulate)
+    plan = commands.add_parser(
+        "plan", help="hit-ratio curves of policies over capacities for a trace, with the optimum as bound"
+    )
+    _plan_arguments(plan)
+    plan.set_defaults(handler=_plan)
+    check = commands.add_parser(
+        "check", help="lint the project, then run the conformance kit on the components pyproject.toml names"
+    )
+    check.add_argument("paths", nargs="*", type=Path, help="files or folders to lint (default: the project's settings)")
+    check.add_argument("--project", type=Path, default=Path("pyproject.toml"), help="pyproject.toml naming the components")
+    check.add_argument("--thorough", action="store_true", help="the kit's thorough profile (for CI)")
+    check.set_defaults(handler=_check)
     commands.add_parser("lint", help="check subclasses of the contracts (see kvcontract lint --help)")
     return parser
+
+
+def _plan_arguments(plan: argparse.ArgumentParser) -> None:
+    """The options of ``plan``."""
+    plan.add_argument("--trace", type=Path, required=True, help="Mooncake JSONL, or JSONL/CSV of request_id and hash_ids")
+    plan.add_argument("--policies", default="lru,arc", help="comma-separated policy names (default: lru,arc)")
+    plan.add_argument(
+        "--capacities", default="1%..50%", help="A..B or A,B,C: percentages of unique blocks, sizes, or blocks"
+    )
+    plan.add_argument("--points", type=int, default=20, help="capacities in an A..B range (default 20)")
+    plan.add_argument("--block-bytes", type=int, help="bytes of one offload block, to turn sizes into blocks")
+    plan.add_argument("--config", type=Path, help="a config whose KV layout gives the block size")
+    plan.add_argument("--target-hit", type=float, help="report the smallest capacity reaching this hit ratio")
+    plan.add_argument("--sample", type=float, help="SHARDS sampling rate for LRU's curve, e.g. 0.01")
+    plan.add_argument("--processes", type=int, help="processes for the replays (default: one per core)")
+    plan.add_argument("--json", nargs="?", const=_STDOUT, metavar="FILE", help="the plan as JSON, on standard output or in FILE")
+    plan.add_argument("--plot", type=Path, metavar="PNG", help="write the curves as a PNG (extra: plot)")
 
 
 def _simulate_arguments(simulate: argparse.ArgumentParser) -> None:
@@ -169,6 +199,12 @@ def _simulate_arguments(simulate: argparse.ArgumentParser) -> None:
     )
     simulate.add_argument(
         "--plot", type=Path, metavar="PNG", help="write hit ratio and throughput over the run (extra: plot)"
+    )
+    simulate.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on 127.0.0.1:PORT while it runs (extra: metrics)",
     )
     simulate.add_argument(
         "--engines",
@@ -236,18 +272,22 @@ def _simulate(options: argparse.Namespace) -> int:
         _check_writable(options.plot, "--plot")
     config = _load(options.config, simulation=options.config is None)
     if options.engines != 1:
+        if options.metrics_port is not None:
+            raise UsageError("--metrics-port serves one engine's metrics: leave it out with --engines")
         return _simulate_engines(options, config)
-    try:
-        report = run_simulation(
-            config,
-            trace=options.trace,
-            num_requests=options.requests,
-            seed=options.seed,
-            show_progress=options.json is None,
-        )
-    except DataMismatch as error:
-        print(f"kvcontract: verification failed: {error}", file=sys.stderr)
-        return 1
+    with _metrics_served(options.metrics_port) as metrics:
+        try:
+            report = run_simulation(
+                config,
+                trace=options.trace,
+                num_requests=options.requests,
+                seed=options.seed,
+                show_progress=options.json is None,
+                metrics=metrics,
+            )
+        except DataMismatch as error:
+            print(f"kvcontract: verification failed: {error}", file=sys.stderr)
+            return 1
     if json_path is not None:
         write_summary(report, json_path)
     with _writing():
@@ -258,6 +298,115 @@ def _simulate(options: argparse.Namespace) -> int:
     if options.plot is not None:
         write_plot(report, options.plot)
     return 0
+
+
+@contextmanager
+def _metrics_served(port: int | None) -> Generator[MetricsCollector | None, None, None]:
+    """A collector served on ``127.0.0.1:port`` while the block runs, or ``None`` without a port."""
+    if port is None:
+        yield None
+        return
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--metrics-port must be a TCP port (0-65535), got {port}")
+    from kvcontract.metrics import MetricsCollector
+    from kvcontract.prometheus import serve_metrics
+
+    collector = MetricsCollector()
+    server = serve_metrics(collector, port)
+    print(f"kvcontract: metrics at http://127.0.0.1:{server.port}/metrics", file=sys.stderr)
+    try:
+        yield collector
+    finally:
+        server.stop()
+
+
+def _plan(options: argparse.Namespace) -> int:
+    from kvcontract.policies import available_policies
+    from kvcontract.sim.plan_grid import GridError, parse_capacity_grid
+    from kvcontract.sim.plan_report import plan_json, print_plan, write_plan_plot
+    from kvcontract.sim.planner import plan_capacity
+    from kvcontract.sim.report import require_plotting
+    from kvcontract.sim.trace import read_block_lists
+
+    policies = [name.strip() for name in options.policies.split(",") if name.strip()]
+    unknown = sorted(set(policies) - set(available_policies()))
+    if not policies or unknown:
+        raise UsageError(f"--policies: unknown {', '.join(unknown) or 'empty list'}; known: {', '.join(available_policies())}")
+    if options.sample is not None and not 0 < options.sample <= 1:
+        raise UsageError(f"--sample is a rate in (0, 1], e.g. 0.01 for 1 %; got {options.sample}")
+    if options.processes is not None and not 1 <= options.processes <= 256:
+        raise UsageError(f"--processes must be between 1 and 256, got {options.processes}")
+    if options.target_hit is not None and not 0 < options.target_hit <= 1:
+        raise UsageError(f"--target-hit is a hit ratio in (0, 1], got {options.target_hit}")
+    json_path = None if options.json in (None, _STDOUT) else Path(options.json)
+    if json_path is not None:
+        _check_writable(json_path, "--json")
+    if options.plot is not None:
+        try:
+            require_plotting()
+        except ImportError as error:
+            raise UsageError(f"--plot: {error}") from None
+        _check_writable(options.plot, "--plot")
+    block_bytes = options.block_bytes
+    if block_bytes is not None and block_bytes < 1:
+        raise UsageError(f"--block-bytes must be at least 1, got {block_bytes}")
+    if options.config is not None:
+        block_bytes = _load(options.config).kv_layout.offload_block_bytes
+    requests = read_block_lists(options.trace)
+    unique = len({hash_id for request in requests for hash_id in request})
+    if not unique:
+        raise UsageError(f"{options.trace}: the trace has no blocks; give requests with hash ids")
+    try:
+        grid = parse_capacity_grid(options.capacities, unique_blocks=unique, block_bytes=block_bytes, points=options.points)
+    except GridError as error:
+        raise UsageError(f"--capacities: {error}") from None
+    plan = plan_capacity(requests, grid, policies, sample_rate=options.sample, processes=options.processes)
+    target = options.target_hit
+    if target is not None and target > plan.unbounded_hit_ratio:
+        raise UsageError(
+            f"--target-hit {target} is above {plan.unbounded_hit_ratio:.4f}, the hit ratio of this trace with room "
+            "for every block: no capacity reaches it"
+        )
+    document = plan_json(plan, block_bytes=block_bytes, target=target)
+    if json_path is not None:
+        json_path.write_text(json.dumps(document, indent=2) + "\n")
+    with _writing():
+        if options.json == _STDOUT:
+            print(json.dumps(document))
+        else:
+            print_plan(plan, block_bytes=block_bytes, target=target)
+    if options.plot is not None:
+        write_plan_plot(plan, options.plot, target=target)
+    return 0
+
+
+def _check(options: argparse.Namespace) -> int:
+    from kvcontract.lint.cli import main as lint_main
+    from kvcontract.testing.components import ComponentError, check_component, read_components
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib
+
+    status = lint_main([str(path) for path in options.paths])
+    if status == _USAGE_ERROR:
+        return status
+    try:
+        table = tomllib.loads(options.project.read_text(encoding="utf-8")).get("tool", {}).get("kvcontract", {})
+    except tomllib.TOMLDecodeError as error:
+        raise UsageError(f"{options.project}: not valid TOML: {error}") from None
+    try:
+        components = read_components(table)
+    except ComponentError as error:
+        raise UsageError(str(error)) from None
+    for spec in components:
+        outcome = check_component(spec, "thorough" if options.thorough else "fast")
+        with _writing():
+            print(outcome.line)
+        if outcome.error is not None:
+            status = 1
+    return status
 
 
 def _simulate_engines(options: argparse.Namespace, config: KVContractConfig) -> int:

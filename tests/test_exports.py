@@ -29,6 +29,8 @@ REQUIRED = (
     "kvcontract.sim",
     "kvcontract.enforce",
     "kvcontract.lint",
+    "kvcontract.metrics",
+    "kvcontract.testing",
 )
 """Packages that must have a line on the page (the page may list more)."""
 

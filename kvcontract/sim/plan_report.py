@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvcontract.sim.planner import OPTIMUM, CapacityPlan
+from kvcontract.sim.report import require_plotting
 
 __all__ = ["plan_json", "print_plan", "write_plan_plot"]
 
@@ -67,6 +68,7 @@ def plan_json(plan: CapacityPlan, *, block_bytes: int | None, target: float | No
 
 def write_plan_plot(plan: CapacityPlan, path: Path, *, target: float | None) -> None:
     """Each policy's curve, the optimum dashed above them, and the target as a line, as a PNG."""
+    require_plotting()
     import matplotlib
 
     matplotlib.use("Agg")

@@ -13,7 +13,8 @@ from pathlib import Path
 from pydantic import ByteSize
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from kvcontract.config import ConfigError, KVContractConfig, check_machine, physical_memory_bytes
+from kvcontract.config import ConfigError, CPUManagerConfig, KVContractConfig, check_machine, physical_memory_bytes
+from kvcontract.metrics import MeteredWorker, MetricsCollector, manager_source
 from kvcontract.sim.simulator import EngineSimulator, SimulationReport, resolve_device
 from kvcontract.sim.trace import TraceFormatError, iter_trace
 from kvcontract.sim.workload import conversation_workload
@@ -33,8 +34,12 @@ def run_simulation(
     num_requests: int | None = None,
     seed: int = 0,
     show_progress: bool = True,
+    metrics: MetricsCollector | None = None,
 ) -> SimulationReport:
-    """Serve the trace's requests (or the built-in workload's) through ``config``'s components."""
+    """Serve the trace's requests (or the built-in workload's) through ``config``'s components.
+
+    With ``metrics``, the manager and the worker (behind a :class:`MeteredWorker`) report to it.
+    """
     if num_requests is not None and not 1 <= num_requests <= MAX_REQUESTS:
         raise ValueError(f"num_requests must be between 1 and {MAX_REQUESTS}, got {num_requests}")
     check_machine(config)
@@ -53,6 +58,11 @@ def run_simulation(
         simulator = EngineSimulator(config, max_blocks_per_request=longest)
     except ValueError as error:  # a component refused what the config describes
         raise ConfigError("config", [str(error)]) from None
+    if metrics is not None:
+        metered = MeteredWorker(simulator.worker)
+        simulator.worker = metered
+        metrics.add(manager_source(simulator.manager, policy=_primary_policy(config)))
+        metrics.add(metered.source)
     if not show_progress:
         return simulator.run(requests)
     columns = (
@@ -64,6 +74,12 @@ def run_simulation(
     with Progress(*columns, transient=True) as progress:
         task = progress.add_task("requests", total=len(requests))
         return simulator.run(requests, on_request=lambda done: progress.update(task, completed=done))
+
+
+def _primary_policy(config: KVContractConfig) -> str:
+    manager = config.manager
+    primary = manager if isinstance(manager, CPUManagerConfig) else manager.primary
+    return primary.policy.kind
 
 
 def _check_memory(config: KVContractConfig, longest: int) -> None:

@@ -11,6 +11,7 @@ most ``MAX_HASH_IDS`` ids each, so a line never costs more memory than a real re
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import sys
@@ -27,6 +28,7 @@ __all__ = [
     "TraceRequest",
     "block_key",
     "iter_trace",
+    "read_block_lists",
     "read_trace",
 ]
 
@@ -62,6 +64,41 @@ def block_key(hash_id: int) -> OffloadKey:
 def read_trace(path: str | os.PathLike[str]) -> list[TraceRequest]:
     """Every request of the trace at ``path``, in file order."""
     return list(iter_trace(path))
+
+
+def read_block_lists(path: str | os.PathLike[str]) -> list[tuple[int, ...]]:
+    """Each request's block hash ids, from a Mooncake JSONL trace or a CSV of ``request_id,hash_ids``.
+
+    In the CSV the header names a ``hash_ids`` column (``request_id`` and others are optional)
+    and each row's ids are separated by spaces; the JSONL form needs only ``hash_ids`` per line.
+    """
+    if os.fspath(path).lower().endswith(".csv"):
+        return list(_iter_csv(path))
+    return [request.hash_ids for request in iter_trace(path)]
+
+
+def _iter_csv(path: str | os.PathLike[str]) -> Iterator[tuple[int, ...]]:
+    csv.field_size_limit(MAX_LINE_BYTES)
+    with open(path, encoding="utf-8", errors="strict", newline="") as lines:
+        try:
+            rows = csv.DictReader(lines)
+            if rows.fieldnames is None or "hash_ids" not in rows.fieldnames:
+                raise TraceFormatError(f"{os.fspath(path)}:1: a CSV trace needs a header with a hash_ids column")
+            for row in rows:
+                where = f"{os.fspath(path)}:{rows.line_num}"
+                ids = _block_ids(_integers(row.get("hash_ids") or ""))
+                if ids is None:
+                    raise TraceFormatError(
+                        f"{where}: hash_ids must be up to {MAX_HASH_IDS} integers in [0, 2**64) separated by spaces"
+                    )
+                yield ids
+        except (csv.Error, UnicodeDecodeError) as error:
+            raise TraceFormatError(f"{os.fspath(path)}: not a readable CSV trace ({error})") from None
+
+
+def _integers(text: str) -> list[object]:
+    """Space-separated decimal integers, or the raw words where one is not (``_block_ids`` refuses those)."""
+    return [int(word) if word.isdigit() and len(word) <= 20 else word for word in text.split()]
 
 
 def iter_trace(path: str | os.PathLike[str]) -> Iterator[TraceRequest]:

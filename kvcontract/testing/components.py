@@ -88,7 +88,9 @@ def _resolve(entry: object) -> ComponentSpec:
     except (ImportError, AttributeError) as error:
         raise ComponentError(f"component {path}: cannot import it ({error})") from None
     if kind is None:
-        kind = next((name for base, name in _KINDS if isinstance(target, type) and issubclass(target, base)), None)
+        # Implementations inherit the contract explicitly, so its place in the MRO tells the kind.
+        ancestors = target.__mro__ if isinstance(target, type) else ()
+        kind = next((name for base, name in _KINDS if base in ancestors), None)
         if kind is None:
             raise ComponentError(f"component {path}: not a contract subclass; name its kind: {{ path = {path!r}, kind = \"policy\" }}")
     known = _KIND_NAMES.get(kind)

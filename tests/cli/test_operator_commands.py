@@ -1,0 +1,137 @@
+"""`kvcontract plan`, `kvcontract check` and `simulate --metrics-port`, as an operator runs them."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from kvcontract.cli import main
+
+REQUESTS = [[1, 2, 3], [1, 2], [4, 5], [1, 2, 3, 6], [4, 5, 7], [1, 2], [4, 5]]
+
+
+def _jsonl(tmp_path: Path) -> Path:
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps({"request_id": str(n), "hash_ids": ids}) + "\n" for n, ids in enumerate(REQUESTS)))
+    return path
+
+
+def test_plan_prints_each_policy_and_the_optimum_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["plan", "--trace", str(_jsonl(tmp_path)), "--capacities", "3,5,7", "--processes", "1", "--json", "--target-hit", "0.3"])
+    document = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert document["capacities"] == [3, 5, 7]
+    assert set(document["curves"]) == {"lru", "arc", "optimum"}
+    assert all(o >= l for o, l in zip(document["curves"]["optimum"], document["curves"]["lru"]))
+    assert document["smallest_capacity"]["optimum"] == 3
+
+
+def test_plan_reads_a_csv_trace_like_the_jsonl_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv_path = tmp_path / "trace.csv"
+    csv_path.write_text("request_id,hash_ids\n" + "".join(f"{n},{' '.join(map(str, ids))}\n" for n, ids in enumerate(REQUESTS)))
+    main(["plan", "--trace", str(csv_path), "--capacities", "4", "--processes", "1", "--json"])
+    from_csv = json.loads(capsys.readouterr().out)
+    main(["plan", "--trace", str(_jsonl(tmp_path)), "--capacities", "4", "--processes", "1", "--json"])
+    assert json.loads(capsys.readouterr().out)["curves"] == from_csv["curves"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--capacities", "lots"], "--capacities"),
+        (["--capacities", "8GiB"], "--block-bytes"),
+        (["--target-hit", "0.9"], "no capacity reaches it"),
+        (["--policies", "lru,nope"], "unknown nope"),
+        (["--sample", "2"], "--sample"),
+    ],
+)
+def test_plan_refuses_bad_input_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
+) -> None:
+    status = main(["plan", "--trace", str(_jsonl(tmp_path)), "--processes", "1", *arguments])
+    error = capsys.readouterr().err
+    assert status == 2 and message in error and len(error.strip().splitlines()) == 1
+
+
+def test_plan_refuses_an_empty_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["plan", "--trace", str(empty)]) == 2
+    assert "no blocks" in capsys.readouterr().err
+
+
+def _project(tmp_path: Path, component: str) -> Path:
+    package = tmp_path / "brokenpolicy"
+    package.mkdir(exist_ok=True)
+    (package / "__init__.py").write_text(
+        "from collections.abc import Set\n"
+        "from typing_extensions import override\n"
+        "from kvcontract.policies import LRUPolicy\n\n"
+        "class Short(LRUPolicy):\n"
+        "    @override\n"
+        "    def evict(self, n: int, protected: Set[bytes]):  # noqa: KVC003\n"
+        "        victims = super().evict(n, protected)\n"
+        "        return victims[:-1] if victims else victims\n"
+    )
+    project = tmp_path / "pyproject.toml"
+    project.write_text(f'[tool.kvcontract]\ncomponents = ["{component}"]\n')
+    return project
+
+
+def test_check_runs_the_kit_on_the_named_components(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    clean = tmp_path / "clean.py"
+    clean.write_text("VALUE = 1\n")
+    good = main(["check", str(clean), "--project", str(_project(tmp_path, "kvcontract.policies:LRUPolicy"))])
+    assert "kvcontract.policies:LRUPolicy: policy conforms" in capsys.readouterr().out and good == 0
+    bad = main(["check", str(clean), "--project", str(_project(tmp_path, "brokenpolicy:Short"))])
+    assert "brokenpolicy:Short: policy breaks: evict returns exactly n victims" in capsys.readouterr().out and bad == 1
+
+
+def test_check_names_a_component_it_cannot_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    clean = tmp_path / "clean.py"
+    clean.write_text("VALUE = 1\n")
+    status = main(["check", str(clean), "--project", str(_project(tmp_path, "no_such_module:Policy"))])
+    assert status == 2 and "cannot import it" in capsys.readouterr().err
+
+
+def test_simulate_serves_metrics_that_a_scrape_parses(tmp_path: Path) -> None:
+    parser = pytest.importorskip("prometheus_client.parser", reason="prometheus-client not installed (extra kvcontract[metrics])")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "kvcontract", "simulate", "--requests", "3000", "--json", "--metrics-port", str(port)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        text = _scrape(f"http://127.0.0.1:{port}/metrics", process)
+    finally:
+        process.wait(timeout=600)
+    families = {family.name: family for family in parser.text_string_to_metric_families(text)}
+    assert families["vllm:kv_offload_cpu_cache_usage_perc"].type == "gauge"
+    assert families["vllm:kv_offload_store_bytes"].type == "counter"
+    assert families["vllm:kv_offload_store_size"].type == "histogram"
+    assert process.returncode == 0
+
+
+def _scrape(url: str, process: subprocess.Popen[str]) -> str:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                text: str = response.read().decode()
+            if "kv_offload_store_bytes" in text:
+                return text
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"no metrics at {url} while simulate ran (exit {process.poll()})")
