@@ -76,7 +76,8 @@ def shards_hit_curve(requests: Sequence[Sequence[int]], rate: float, *, seed: in
     scaled[hit] = np.ceil(depths[hit] / rate).astype(np.int64)
     curve = _curve(scaled, weight=1.0 / rate, blocks=len(ids), lengths=lengths)
     adjustment = (rate * len(ids) - np.count_nonzero(keep)) / rate
-    return HitCurve(np.clip(curve.hits_at + adjustment, 0.0, None), curve.blocks, curve.longest_request)
+    adjusted: npt.NDArray[np.float64] = np.maximum(curve.hits_at + adjustment, 0.0)
+    return HitCurve(adjusted, curve.blocks, curve.longest_request)
 
 
 def _sampled(ids: npt.NDArray[np.int64], rate: float, seed: int) -> npt.NDArray[np.bool_]:
