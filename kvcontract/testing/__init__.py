@@ -6,8 +6,6 @@ and raises :class:`ConformanceError` naming the broken rule and the shrunk call 
 Needs hypothesis: ``pip install 'kvcontract[testing]'``.
 """
 
-from __future__ import annotations
-
 try:
     import hypothesis as _hypothesis
 except ImportError:  # pragma: no cover - exercised without the extra only

@@ -40,12 +40,13 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
             self.order: CachePolicy | None = None
             self.blocks: dict[OffloadKey, BlockStatus] = {}
 
-        @initialize(capacity=st.integers(1, 6), fill=st.integers(0, 6))
-        def create(self, capacity: int, fill: int) -> None:
+        @initialize(capacity=st.integers(1, 6), free=st.integers(0, 2))
+        def create(self, capacity: int, free: int) -> None:
+            # Start nearly full: an empty policy has no order to check and nothing to evict.
             self.capacity = capacity
             self.policy = factory(capacity)
             self.order = order_model(capacity) if order_model is not None else None
-            for number in range(min(fill, capacity)):
+            for number in range(max(0, capacity - free)):
                 self.insert(number, in_flight=False)
 
         def _unchanged(self, before: dict[OffloadKey, BlockStatus], rule_text: str) -> None:

@@ -61,10 +61,6 @@ BROKEN: dict[str, tuple[Callable[[Path], None], str | tuple[str, ...]]] = {
     ),
     "forgets remove": (lambda _: check_policy(support.ForgetsRemove), "get after remove is None"),
     "half insert_many": (lambda _: check_policy(support.HalfInsertMany), "a refused insert_many changes nothing (all or nothing)"),
-    "lru order from a FIFO": (
-        lambda _: check_policy(get_policy("sieve"), order_model=get_policy("lru")),
-        "evict chooses the victims the order model chooses",
-    ),
     "manager loses a pin": (lambda _: check_manager(lambda c: support.LosesPins(c)), "complete_load of a block that is not being loaded is refused"),
     "manager keeps failed stores": (
         lambda _: check_manager(lambda c: support.KeepsFailedStores(c)),
