@@ -22,6 +22,7 @@ from kvcontract.contracts.request import LookupResult
 from kvcontract.contracts.tier import SecondaryTier, TierJob
 from kvcontract.contracts.values import BlockStatus, OffloadingEvent, TransferResult
 from kvcontract.policies import make_policy
+from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks
 from kvcontract.tiers.block_dir import DEFAULT_UMASK, BlockDirectory
 from kvcontract.tiers.block_file import delete_block, read_block, write_block
 from kvcontract.tiers.io_pool import PriorityThreadPool, Task
@@ -99,7 +100,7 @@ class FileTier(SecondaryTier):
     ) -> None:
         if capacity < 1:
             raise ValueError(f"FileTier capacity must be at least 1 block, got {capacity}")
-        _check_host_blocks(host_blocks)
+        check_host_blocks(host_blocks, "FileTier")
         self._host = host_blocks
         self._rows = host_blocks.numpy()
         self._block_bytes = int(host_blocks.shape[1])
@@ -156,7 +157,7 @@ class FileTier(SecondaryTier):
         ``False`` (nothing started) once shut down, or when the policy cannot free room for
         them without evicting a key of the job, a block being read or one being written.
         """
-        self._check_host_block_ids(job)
+        check_host_block_ids(job, self._host, "FileTier")
         with self._lock:
             if self._closed:
                 return False
@@ -188,7 +189,7 @@ class FileTier(SecondaryTier):
         ``False`` (nothing started) once shut down or when a key is not readable now
         (:meth:`lookup` would not say ``HIT``).
         """
-        self._check_host_block_ids(job)
+        check_host_block_ids(job, self._host, "FileTier")
         with self._lock:
             if self._closed:
                 return False
@@ -257,15 +258,6 @@ class FileTier(SecondaryTier):
             self._policy.mark_evictable(block.key)
         if kept:
             self._record([b.key for b in kept], removed=False)
-
-    def _check_host_block_ids(self, job: TierJob) -> None:
-        count = int(self._host.shape[0])
-        bad = [i for i in job.host_block_ids if not 0 <= i < count]
-        if bad:
-            raise ValueError(
-                f"TierJob {job.job_id}: host block ids {bad[:8]} are outside [0, {count}); "
-                f"the host buffer given to FileTier has {count} blocks"
-            )
 
     def _claim(self, job_id: int) -> None:
         if job_id in self._active_jobs:
@@ -378,18 +370,3 @@ class FileTier(SecondaryTier):
             TransferResult(progress.job_id, progress.success, progress.transfer_bytes, seconds)
         )
         self._active_jobs.discard(progress.job_id)
-
-
-def _check_host_blocks(host_blocks: torch.Tensor) -> None:
-    if (
-        host_blocks.dim() != 2
-        or host_blocks.dtype != torch.uint8
-        or host_blocks.device.type != "cpu"
-        or host_blocks.stride(1) != 1
-    ):
-        raise ValueError(
-            "FileTier host_blocks must be a 2-D torch.uint8 CPU tensor "
-            "(num_host_blocks, bytes_per_block) with contiguous rows; got "
-            f"shape {tuple(host_blocks.shape)}, dtype {host_blocks.dtype}, "
-            f"device {host_blocks.device}, strides {host_blocks.stride()}"
-        )

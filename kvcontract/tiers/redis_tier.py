@@ -36,6 +36,7 @@ from kvcontract.contracts.keys import OffloadKey
 from kvcontract.contracts.request import LookupResult
 from kvcontract.contracts.tier import SecondaryTier, TierJob
 from kvcontract.contracts.values import OffloadingEvent, TransferResult
+from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks
 from kvcontract.tiers.io_pool import PriorityThreadPool
 from kvcontract.tiers.redis_client import (
     RedisClient,
@@ -145,7 +146,7 @@ class RedisTier(SecondaryTier):
                 f"RedisTier pool_size {pool_size} is below io_threads + 1 ({io_threads + 1}): "
                 "each I/O thread and the lookup thread hold a connection"
             )
-        _check_host_blocks(host_blocks)
+        check_host_blocks(host_blocks, "RedisTier")
         self._host = host_blocks
         self._rows = host_blocks.numpy()
         self._block_bytes = int(host_blocks.shape[1])
@@ -263,7 +264,7 @@ class RedisTier(SecondaryTier):
 
         ``False`` (nothing started) once shut down or while the server does not answer.
         """
-        self._check_host_block_ids(job)
+        check_host_block_ids(job, self._host, "RedisTier")
         now = time.monotonic()
         with self._lock:
             if not self._accepting(now):
@@ -289,7 +290,7 @@ class RedisTier(SecondaryTier):
         ``False`` (nothing started) once shut down, while the server does not answer, or
         when a key is not known present (:meth:`lookup` would not say ``HIT``).
         """
-        self._check_host_block_ids(job)
+        check_host_block_ids(job, self._host, "RedisTier")
         now = time.monotonic()
         with self._lock:
             if not self._accepting(now):
@@ -354,15 +355,6 @@ class RedisTier(SecondaryTier):
         if job_id in self._active_jobs:
             raise ValueError(f"job id {job_id} is still in flight on {self!r}: give each job a new id")
         self._active_jobs.add(job_id)
-
-    def _check_host_block_ids(self, job: TierJob) -> None:
-        count = int(self._host.shape[0])
-        bad = [i for i in job.host_block_ids if not 0 <= i < count]
-        if bad:
-            raise ValueError(
-                f"TierJob {job.job_id}: host block ids {bad[:8]} are outside [0, {count}); "
-                f"the host buffer given to RedisTier has {count} blocks"
-            )
 
     def _execute(self, names: Sequence[bytes], add: Callable[[RedisPipeline, int], object]) -> list[object]:
         """One pipelined command per name (``add(pipe, i)`` for ``names[i]``); the replies in order, a failed command's as its exception.
@@ -644,18 +636,3 @@ def _as_bytes(reply: object) -> bytes:
     if not isinstance(reply, bytes):
         raise BadValueError(f"GET answered {type(reply).__name__}, not bytes")
     return reply
-
-
-def _check_host_blocks(host_blocks: torch.Tensor) -> None:
-    if (
-        host_blocks.dim() != 2
-        or host_blocks.dtype != torch.uint8
-        or host_blocks.device.type != "cpu"
-        or host_blocks.stride(1) != 1
-    ):
-        raise ValueError(
-            "RedisTier host_blocks must be a 2-D torch.uint8 CPU tensor "
-            "(num_host_blocks, bytes_per_block) with contiguous rows; got "
-            f"shape {tuple(host_blocks.shape)}, dtype {host_blocks.dtype}, "
-            f"device {host_blocks.device}, strides {host_blocks.stride()}"
-        )
