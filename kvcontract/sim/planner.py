@@ -1,7 +1,7 @@
 """The capacity planner: hit-ratio curves of policies over capacities, bounded by the optimum.
 
-LRU's curve comes from one pass of stack distances (exact, or SHARDS-sampled for very long
-traces); every other policy is replayed through a CPU manager at each capacity of the grid,
+LRU's curve comes from one pass of stack distances (exact, or for very long traces the mean of
+a few independently salted SHARDS samples, whose spread gives the curve's standard error); every other policy is replayed through a CPU manager at each capacity of the grid,
 the replays spread over processes; the offline optimum is computed at each capacity too.
 """
 
@@ -18,14 +18,15 @@ from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.sim.optimum import optimal_hit_ratio
 from kvcontract.sim.replay import replay
-from kvcontract.sim.stack_distance import HitCurve, lru_hit_curve, shards_hit_curve
+from kvcontract.sim.stack_distance import lru_hit_curve, shards_hit_curves
 
 __all__ = ["CapacityPlan", "OPTIMUM", "plan_capacity"]
 
 OPTIMUM = "optimum"
 """The name the offline optimum's curve goes by in a plan."""
 
-_SUBSAMPLES = 4
+_SAMPLES = 4
+"""Independently salted SHARDS samples averaged for a sampled LRU curve; their spread gives its error."""
 
 _requests: Sequence[Sequence[int]] = ()
 
@@ -47,7 +48,7 @@ class CapacityPlan:
     sample_rate: float | None = None
     """The SHARDS rate LRU's curve was sampled at, or ``None`` for the exact curve."""
     sampling_error: float | None = field(default=None)
-    """Standard error of the sampled LRU curve (largest over the grid), from independent subsamples."""
+    """Standard error of the sampled LRU curve (largest over the grid): of the mean of its samples."""
 
     def smallest_capacity(self, name: str, target: float) -> int | None:
         """The smallest capacity of the grid at which ``name`` reaches ``target``, or ``None``."""
@@ -74,10 +75,14 @@ def plan_capacity(
     curves: dict[str, tuple[float, ...]] = {}
     error: float | None = None
     if "lru" in policies:
-        curve = lru_hit_curve(requests) if sample_rate is None else shards_hit_curve(requests, sample_rate)
-        curves["lru"] = tuple(curve.hit_ratio(capacity) for capacity in grid)
-        if sample_rate is not None:
-            error = _sampling_error(requests, sample_rate, grid)
+        if sample_rate is None:
+            curve = lru_hit_curve(requests)
+            curves["lru"] = tuple(curve.hit_ratio(capacity) for capacity in grid)
+        else:
+            sampled = shards_hit_curves(requests, sample_rate, range(_SAMPLES))
+            estimates = np.array([[curve.hit_ratio(capacity) for capacity in grid] for curve in sampled])
+            curves["lru"] = tuple(float(ratio) for ratio in estimates.mean(axis=0))
+            error = float(estimates.std(axis=0, ddof=1).max()) / _SAMPLES**0.5
     replayed = [policy for policy in policies if policy != "lru"]
     tasks = [(policy, capacity) for policy in [*replayed, OPTIMUM] for capacity in grid]
     with ProcessPoolExecutor(processes or os.cpu_count(), initializer=_share, initargs=(requests,)) as pool:
@@ -102,13 +107,6 @@ def _unbounded_hits(requests: Sequence[Sequence[int]]) -> int:
             hits += 1
         seen.update(request)
     return hits
-
-
-def _sampling_error(requests: Sequence[Sequence[int]], rate: float, grid: Sequence[int]) -> float:
-    """Largest standard error over the grid, from ``_SUBSAMPLES`` disjoint-seed samples at the same rate."""
-    curves: list[HitCurve] = [shards_hit_curve(requests, rate, seed=seed + 1) for seed in range(_SUBSAMPLES)]
-    spread = np.array([[curve.hit_ratio(capacity) for capacity in grid] for curve in curves])
-    return float(spread.std(axis=0, ddof=1).max())
 
 
 def _share(requests: Sequence[Sequence[int]]) -> None:

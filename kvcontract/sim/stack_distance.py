@@ -5,13 +5,13 @@ with the first key most recent) an LRU cache of ``c`` blocks holds exactly the `
 recent blocks of one recency stack, whatever ``c`` is, as long as every request fits. So one
 pass that finds each block's depth in that stack answers every capacity at once: a block is a
 prefix hit at capacity ``c`` when it and every block before it in its request sit at depth
-``c`` or less. Depths are counted with a bit array of "last access" times split into rows of
-``_ROW`` entries with per-row counts, vectorised per request, so the pass costs a few numpy
-calls per request rather than a Python loop per block.
+``c`` or less. A depth is a count of distinct blocks between two accesses, which all accesses
+get at once from a merge-sort tree (one stable sort and one binary search per level), so the
+pass costs a few dozen numpy calls in all rather than a Python loop per request or block.
 
-SHARDS (Waldspurger et al., FAST'15) keeps the blocks whose hashed id falls below a rate and
-scales their depths up by the inverse rate: a curve from a fraction of the work, with an error
-that ``tools/bench_plan.py`` measures against the exact curve.
+SHARDS (Waldspurger et al., FAST'15) keeps a hashed sample of the blocks and lets each stand
+for the blocks it represents: a curve from a fraction of the work, with an error that
+``tools/bench_plan.py`` measures against the exact curve.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["HitCurve", "lru_hit_curve", "shards_hit_curve"]
+__all__ = ["HitCurve", "lru_hit_curve", "shards_hit_curve", "shards_hit_curves"]
 
-_ROW = 512
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _NEVER = np.iinfo(np.int64).max
+_SLACK = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,40 +53,71 @@ class HitCurve:
 def lru_hit_curve(requests: Sequence[Sequence[int]]) -> HitCurve:
     """LRU's exact prefix-hit curve over ``requests`` (each a request's block hash ids, in order)."""
     ids, lengths = _flatten(requests)
-    depths = _prefix_depths(ids, lengths)
-    return _curve(depths, weight=1.0, blocks=len(ids), lengths=lengths)
+    depths = _prefix_depths(ids, lengths, np.ones(int(ids.max()) + 1 if len(ids) else 0))
+    finite = depths[depths < _NEVER]
+    longest = int(lengths.max()) if len(lengths) else 0
+    return HitCurve(np.cumsum(np.bincount(finite, minlength=1).astype(np.float64)), len(ids), longest)
 
 
-def shards_hit_curve(requests: Sequence[Sequence[int]], rate: float, *, seed: int = 0) -> HitCurve:
-    """LRU's prefix-hit curve estimated from the blocks whose hashed id samples at ``rate`` (SHARDS).
+def shards_hit_curves(requests: Sequence[Sequence[int]], rate: float, seeds: Sequence[int]) -> list[HitCurve]:
+    """LRU's prefix-hit curve estimated from a spatial sample of the blocks (SHARDS with known reuses).
 
-    Depths of the sampled blocks are scaled by ``1 / rate``; the difference between the expected
-    and the actual count of sampled accesses goes to the first bucket (SHARDS-adj), which
-    removes most of the bias that a few very frequent blocks bring. ``seed`` picks another
-    independent sample.
+    A block referenced once can never hit; a block reused ``r`` times can hit ``r`` times, and a
+    few blocks shared by most requests (a system prompt) would swing a uniform sample's curve. The
+    pass counts every block's references anyway, so a block is kept with probability
+    ``rate * max(1, r)`` (at most 1) by its salted hash, and stands for ``1 / p`` blocks both in
+    the depths (weighted counts of distinct blocks since the last access) and in the hits. The
+    hits are then corrected by regression on the reuses, whose total is known, with the
+    coefficient fitted per capacity from the sample (SHARDS-adj corrects with a fixed 1 instead).
+    Each of ``seeds`` salts the hash for an independent sample; the trace is read once for all.
     """
     if not 0.0 < rate <= 1.0:
         raise ValueError(f"sampling rate {rate} is outside (0, 1]; give for example 0.01 for 1 %")
     ids, lengths = _flatten(requests)
-    keep = _sampled(ids, rate, seed)
+    reuses = np.bincount(ids).astype(np.float64) - 1.0 if len(ids) else np.zeros(0)
+    chance = np.minimum(rate * np.maximum(reuses, 1.0), 1.0)
     request_of = np.repeat(np.arange(len(lengths)), lengths)
-    depths = _prefix_depths(ids[keep], np.bincount(request_of[keep], minlength=len(lengths)))
-    scaled: npt.NDArray[np.int64] = np.array(depths, dtype=np.int64)
+    longest = int(lengths.max()) if len(lengths) else 0
+    return [HitCurve(_sampled_hits(ids, lengths, request_of, reuses, chance, seed), len(ids), longest) for seed in seeds]
+
+
+def shards_hit_curve(requests: Sequence[Sequence[int]], rate: float, *, seed: int = 0) -> HitCurve:
+    """LRU's prefix-hit curve estimated from one sample of the blocks at ``rate`` (see ``shards_hit_curves``)."""
+    return shards_hit_curves(requests, rate, [seed])[0]
+
+
+def _sampled_hits(
+    ids: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    request_of: npt.NDArray[np.int64],
+    reuses: npt.NDArray[np.float64],
+    chance: npt.NDArray[np.float64],
+    seed: int,
+) -> npt.NDArray[np.float64]:
+    """Estimated cumulative hits by capacity from the blocks that the salted hash keeps."""
+    kept_blocks = _uniform(len(reuses), seed) < chance
+    keep = kept_blocks[ids]
+    kept = ids[keep]
+    weight = 1.0 / chance
+    depths = _prefix_depths(kept, np.bincount(request_of[keep], minlength=len(lengths)), weight)
     hit = depths < _NEVER
-    scaled[hit] = np.ceil(depths[hit] / rate).astype(np.int64)
-    curve = _curve(scaled, weight=1.0 / rate, blocks=len(ids), lengths=lengths)
-    adjustment = (rate * len(ids) - np.count_nonzero(keep)) / rate
-    adjusted: npt.NDArray[np.float64] = np.maximum(curve.hits_at + adjustment, 0.0)
-    return HitCurve(adjusted, curve.blocks, curve.longest_request)
+    size = int(depths[hit].max()) + 1 if hit.any() else 1
+    hits = np.cumsum(np.bincount(depths[hit], weights=weight[kept[hit]], minlength=size))
+    products = np.cumsum(np.bincount(depths[hit], weights=(weight * reuses)[kept[hit]], minlength=size))
+    squares = float((weight * reuses**2)[kept_blocks].sum())
+    slope = np.minimum(np.maximum(products / squares, 0.0), 1.0) if squares else np.zeros(size)
+    missing = float(reuses.sum() - (weight * reuses)[kept_blocks].sum())
+    estimate: npt.NDArray[np.float64] = np.minimum(np.maximum(hits + slope * missing, 0.0), float(len(ids)))
+    return estimate
 
 
-def _sampled(ids: npt.NDArray[np.int64], rate: float, seed: int) -> npt.NDArray[np.bool_]:
-    """Which accesses belong to sampled blocks: a multiplicative hash of the block number and seed."""
-    numbers: npt.NDArray[np.uint64] = ids.astype(np.uint64)
+def _uniform(blocks: int, seed: int) -> npt.NDArray[np.float64]:
+    """A salted hash of each block number, spread evenly over [0, 1)."""
+    numbers: npt.NDArray[np.uint64] = np.arange(blocks, dtype=np.uint64)
     offset = np.uint64(seed * int(_MIX) % 2**64)
     mixed: npt.NDArray[np.uint64] = np.multiply(numbers + offset, _MIX)
-    sampled: npt.NDArray[np.bool_] = mixed <= np.uint64(int(rate * 2.0**64) - 1)
-    return sampled
+    spread: npt.NDArray[np.float64] = np.right_shift(mixed, np.uint64(11)).astype(np.float64) / 2.0**53
+    return spread
 
 
 def _flatten(requests: Sequence[Sequence[int]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -101,50 +132,55 @@ def _flatten(requests: Sequence[Sequence[int]]) -> tuple[npt.NDArray[np.int64], 
     return ids, lengths
 
 
-def _prefix_depths(ids: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """For each access, the smallest LRU capacity at which it is a prefix hit (``_NEVER``: none)."""
-    never = _NEVER
+def _prefix_depths(
+    ids: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], block_weight: npt.NDArray[np.float64]
+) -> npt.NDArray[np.int64]:
+    """For each access, the smallest LRU capacity at which it is a prefix hit (``_NEVER``: none).
+
+    An access's depth is its block's weight plus the weight of the distinct blocks accessed
+    between its block's previous access and the start of its request, rounded up to whole
+    blocks (with weights of 1, the exact stack distance). A repeat of a block inside one request
+    counts as a miss.
+    """
     accesses = len(ids)
-    rows = accesses // _ROW + 1
-    active = np.zeros((rows, _ROW), dtype=np.bool_)
-    flat: npt.NDArray[np.bool_] = active.ravel()
-    row_counts = np.zeros(rows, dtype=np.int64)
-    last: npt.NDArray[np.int64] = np.zeros(int(ids.max()) + 1 if accesses else 0, dtype=np.int64) - 1
-    columns = np.arange(_ROW)
-    out = np.empty(accesses, dtype=np.int64)
-    held = 0
-    start = 0
-    for length in lengths.tolist():
-        if not length:
-            continue
-        end = start + length
-        keys = ids[start:end]
-        previous = last[keys]
-        warm = previous >= 0
-        depth: npt.NDArray[np.int64] = np.zeros(length, dtype=np.int64) + never
-        if warm.any():
-            times = previous[warm]
-            row, column = np.divmod(times, _ROW)
-            before_row = np.cumsum(row_counts) - row_counts
-            within = (active[row] & (columns <= column[:, None])).sum(axis=1)
-            depth[warm] = held - (before_row[row] + within) + 1
-            flat[times] = False
-            np.subtract.at(row_counts, row, 1)
-        # The request's first key is the most recent: it gets the latest of its times.
-        now = np.arange(end - 1, start - 1, -1, dtype=np.int64)
-        flat[now] = True
-        np.add.at(row_counts, now // _ROW, 1)
-        last[keys] = now
-        held += length - int(np.count_nonzero(warm))
-        out[start:end] = np.maximum.accumulate(depth)
-        start = end
-    return out
-
-
-def _curve(
-    depths: npt.NDArray[np.int64], *, weight: float, blocks: int, lengths: npt.NDArray[np.int64]
-) -> HitCurve:
-    finite = depths[depths < _NEVER]
-    counts = np.bincount(finite, minlength=1).astype(np.float64) * weight
-    longest = int(lengths.max()) if len(lengths) else 0
-    return HitCurve(np.cumsum(counts), blocks, longest)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    # Time runs backwards inside a request: its first key is the most recent.
+    start_of = np.repeat(starts, lengths)
+    time_of = start_of + np.repeat(ends, lengths) - 1 - np.arange(accesses)
+    blocks = np.empty(accesses, dtype=np.int64)
+    blocks[time_of] = ids
+    request_start = np.empty(accesses, dtype=np.int64)
+    request_start[time_of] = start_of
+    weights = block_weight[blocks]
+    by_block = np.argsort(blocks, kind="stable")
+    previous = np.zeros(accesses, dtype=np.int64) - 1
+    same = blocks[by_block[1:]] == blocks[by_block[:-1]]
+    previous[by_block[1:][same]] = by_block[:-1][same]
+    total = np.concatenate(([0.0], np.cumsum(weights)))
+    warm = np.flatnonzero((previous >= 0) & (previous < request_start))
+    since, before = previous[warm], request_start[warm]
+    # Weight of the accesses in (since, before) that are re-accessed before ``before``: those
+    # are not the last access of their block, and a distinct count skips them.
+    repeated = np.zeros(len(warm))
+    span = accesses + 1
+    for level in range(int(accesses).bit_length()):
+        key = (np.arange(accesses) >> level) * span + previous + 1
+        order = np.argsort(key, kind="stable")
+        sorted_key = key[order]
+        cumulative = np.concatenate(([0.0], np.cumsum(weights[order])))
+        uses = np.flatnonzero((before >> level) & 1)
+        cell = (before[uses] >> level) - 1
+        low = np.searchsorted(sorted_key, cell * span + since[uses] + 1, side="right")
+        high = np.searchsorted(sorted_key, (cell + 1) * span, side="left")
+        repeated[uses] += cumulative[high] - cumulative[low]
+    newer = weights[warm] + total[before] - total[since + 1] - repeated
+    depth = np.zeros(accesses, dtype=np.int64) + _NEVER
+    depth[warm] = np.ceil(newer - _SLACK).astype(np.int64)
+    in_order = depth[time_of]
+    # A block hits only when every block before it in its request does: a running maximum per request.
+    cap = int(total[-1]) + 2
+    capped = np.minimum(in_order, cap)
+    offset = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths) * (cap + 1)
+    running = np.maximum.accumulate(capped + offset) - offset
+    return np.where(running >= cap, _NEVER, running)

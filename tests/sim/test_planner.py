@@ -14,7 +14,7 @@ from kvcontract.sim import read_trace, replay
 from kvcontract.sim.optimum import optimal_hit_ratio
 from kvcontract.sim.plan_grid import GridError, parse_capacity_grid
 from kvcontract.sim.planner import OPTIMUM, plan_capacity
-from kvcontract.sim.stack_distance import lru_hit_curve, shards_hit_curve
+from kvcontract.sim.stack_distance import lru_hit_curve, shards_hit_curve, shards_hit_curves
 from tests.sim.support import TRACE, needs_trace
 
 
@@ -61,6 +61,21 @@ def test_a_full_sample_reproduces_the_exact_curve() -> None:
     assert [sampled.hit_ratio(c) for c in range(8)] == [exact.hit_ratio(c) for c in range(8)]
 
 
+@settings(max_examples=80, deadline=None)
+@given(prefix_traces(), st.integers(0, 3))
+def test_a_full_sample_reproduces_the_exact_curve_on_any_prefix_trace(requests: list[list[int]], seed: int) -> None:
+    exact, sampled = lru_hit_curve(requests), shards_hit_curve(requests, 1.0, seed=seed)
+    capacities = range(sum(len(request) for request in requests) + 2)
+    assert [sampled.hit_ratio(c) for c in capacities] == pytest.approx([exact.hit_ratio(c) for c in capacities])
+
+
+def test_a_block_reused_often_enough_is_always_in_the_sample() -> None:
+    # Block 0 heads all 300 requests: at 1 % it is kept with certainty and counts once, whatever the salt.
+    requests = [[0, 1 + number] for number in range(300)]
+    curves = shards_hit_curves(requests, 0.01, range(5))
+    assert [curve.hit_ratio(1_000) for curve in curves] == pytest.approx([299 / 600] * 5)
+
+
 @pytest.mark.parametrize("rate", [0.0, -0.1, 1.5])
 def test_a_sampling_rate_outside_zero_to_one_is_refused(rate: float) -> None:
     with pytest.raises(ValueError, match="sampling rate"):
@@ -89,6 +104,17 @@ def test_on_the_shared_trace_lru_matches_replays_and_the_optimum_matches_the_rea
     two_percent = int(0.02 * 182_790)
     assert curve.hit_ratio(two_percent) == pytest.approx(_replayed(requests, two_percent))
     assert optimal_hit_ratio(requests, int(0.05 * 182_790)) == pytest.approx(0.366, abs=5e-4)
+
+
+@needs_trace
+def test_on_the_shared_trace_a_one_percent_sampled_curve_is_within_a_hundredth_of_the_exact_one() -> None:
+    requests = [request.hash_ids for request in read_trace(TRACE)]
+    grid = parse_capacity_grid("1%..50%", unique_blocks=182_790, block_bytes=None, points=5)
+    exact = lru_hit_curve(requests)
+    plan = plan_capacity(requests, grid, ["lru"], sample_rate=0.01, processes=1)
+    errors = [abs(ratio - exact.hit_ratio(capacity)) for capacity, ratio in zip(grid, plan.curves["lru"])]
+    assert max(errors) < 0.01
+    assert plan.sampling_error is not None and max(errors) < 4 * plan.sampling_error
 
 
 def test_a_percentage_range_spans_the_unique_blocks_on_a_log_scale() -> None:
