@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import threading
 import types
 import weakref
 from collections import abc
@@ -53,6 +54,7 @@ __all__ = [
     "checks_enabled",
     "checks_mode",
     "configure",
+    "contract_violations",
     "enforce_class",
     "unchecked",
 ]
@@ -122,6 +124,21 @@ def _settings() -> _State:
         mode = _mode_from_environment()
         _state = _State(checks=mode != "off", full=mode == "full", classes=weakref.WeakSet())
     return _state
+
+
+_violations = 0
+_violations_lock = threading.Lock()
+
+
+def contract_violations() -> int:
+    """Contract calls refused with a :class:`ContractViolation` since the process started (for the metrics)."""
+    return _violations
+
+
+def _count_violation() -> None:
+    global _violations
+    with _violations_lock:
+        _violations += 1
 
 
 def checks_enabled() -> bool:
@@ -733,6 +750,7 @@ class _ParamViolation(ContractViolation):
     site: ClassVar[_CallSite]
 
     def __init__(self, message: str, culprits: tuple[object, ...] = ()) -> None:
+        _count_violation()
         value = culprits[0] if culprits else None
         found = _PARAMETER_IN_MESSAGE.search(message)
         name = found.group(1) if found else "?"
@@ -752,6 +770,7 @@ class _ReturnViolation(ContractViolation):
     site: ClassVar[_CallSite]
 
     def __init__(self, message: str, culprits: tuple[object, ...] = ()) -> None:
+        _count_violation()
         hint = self.site.annotations["return"]
         received = _received(culprits[0], hint) if culprits else "a value of another type"
         expected = _short_type_name(self.site.annotations["return"])

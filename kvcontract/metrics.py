@@ -14,11 +14,12 @@ import bisect
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from typing_extensions import override
 
-from kvcontract.managers import TierStats, TieringStats
+from kvcontract.enforce import contract_violations
+from kvcontract.managers import TieringOffloadingManager, TierStats, TieringStats
 from kvcontract.contracts import (
     GPULoadStoreSpec,
     LoadStoreSpec,
@@ -34,6 +35,7 @@ __all__ = [
     "MetricSample",
     "MetricsCollector",
     "MetricsSource",
+    "contract_source",
     "manager_source",
 ]
 
@@ -72,7 +74,8 @@ class MetricsCollector:
     def __init__(self, *, vllm_prefix: str = "vllm:", own_prefix: str = "kvcontract_") -> None:
         self.vllm_prefix = vllm_prefix
         self.own_prefix = own_prefix
-        self._sources: list[MetricsSource] = []
+        self._sources: list[MetricsSource] = [contract_source]
+        """The process's contract violations are reported by every collector; components add their own."""
 
     def add(self, source: MetricsSource) -> None:
         """Report ``source``'s metrics from the next scrape on."""
@@ -95,8 +98,33 @@ class MetricsCollector:
         ]
 
 
+def contract_source() -> Iterator[MetricSample]:
+    """The contract calls refused so far in this process (``kvcontract.enforce`` raised on them)."""
+    yield MetricSample(
+        "contract_violations_total",
+        "counter",
+        "Contract calls refused with a ContractViolation (a bad argument or return value).",
+        contract_violations(),
+    )
+
+
+@runtime_checkable
+class _VerifyingTier(Protocol):
+    """A tier that verifies what it reads back and counts what fails (the file and Redis tiers)."""
+
+    def stats(self) -> _VerificationCounts: ...
+
+
+class _VerificationCounts(Protocol):
+    @property
+    def checksum_failures(self) -> int: ...
+
+
 def manager_source(manager: OffloadingManager, *, policy: str = "") -> MetricsSource:
-    """What ``manager.stats()`` knows: usage, skipped stores, hits, misses, evictions, tiers."""
+    """What ``manager.stats()`` knows: usage, skipped stores, hits, misses, evictions, tiers.
+
+    Behind a tiering manager, each tier that verifies its reads also reports its checksum failures.
+    """
     labels = {"policy": policy} if policy else {}
 
     def read() -> Iterator[MetricSample]:
@@ -108,6 +136,17 @@ def manager_source(manager: OffloadingManager, *, policy: str = "") -> MetricsSo
         if isinstance(stats, TieringStats):
             for tier in stats.tiers:
                 yield from _tier_samples(tier)
+        if isinstance(manager, TieringOffloadingManager) and isinstance(stats, TieringStats):
+            for tier_stats, secondary in zip(stats.tiers, manager.tiers):
+                if isinstance(secondary, _VerifyingTier):
+                    yield MetricSample(
+                        "checksum_failures_total",
+                        "counter",
+                        "Blocks read back from a secondary tier that failed their checksum "
+                        "(the file tier counts every failed check of a block file: checksum, header or length).",
+                        secondary.stats().checksum_failures,
+                        {"tier": tier_stats.name},
+                    )
 
     return read
 

@@ -24,10 +24,10 @@ from kvcontract.contracts.values import BlockStatus, OffloadingEvent, TransferRe
 from kvcontract.policies import make_policy
 from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks
 from kvcontract.tiers.block_dir import DEFAULT_UMASK, BlockDirectory
-from kvcontract.tiers.block_file import delete_block, read_block, write_block
+from kvcontract.tiers.block_file import CorruptBlockError, delete_block, read_block, write_block
 from kvcontract.tiers.io_pool import PriorityThreadPool, Task
 
-__all__ = ["MEDIUM", "FileTier"]
+__all__ = ["MEDIUM", "FileTier", "FileTierStats"]
 
 MEDIUM = "FILE"
 """The ``medium`` of this tier's events."""
@@ -37,6 +37,14 @@ _WRITE = 1
 """Pool priorities: every queued read runs before any queued write or delete."""
 
 _log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class FileTierStats:
+    """What the tier counts for operators: loads that found a block file corrupt."""
+
+    checksum_failures: int = 0
+    """Block files that failed verification on load (checksum, header, length or key wrong, or no regular file)."""
 
 
 @dataclass(eq=False)
@@ -115,6 +123,7 @@ class FileTier(SecondaryTier):
         self._deleting: dict[OffloadKey, int] = {}
         self._stores_behind_delete: dict[OffloadKey, list[Task]] = {}
         self._closed = False
+        self._checksum_failures = 0
         self._rebuild_index()
         self._pool = PriorityThreadPool(io_threads, name="file-tier")
 
@@ -209,6 +218,11 @@ class FileTier(SecondaryTier):
             if not ready:
                 self._finish(progress)
         return True
+
+    def stats(self) -> FileTierStats:
+        """Counters since the tier started."""
+        with self._lock:
+            return FileTierStats(self._checksum_failures)
 
     @override
     def get_finished(self) -> list[TransferResult]:
@@ -334,12 +348,14 @@ class FileTier(SecondaryTier):
         try:
             with self._dir.locate(key) as location:
                 read_block(location, key, memoryview(self._rows[host_id]))
-            ok = True
+            ok, corrupt = True, False
         except Exception as exc:
             ok = False
+            corrupt = isinstance(exc, CorruptBlockError)
             _log.warning("file tier: load of key %s failed: %s", key.hex(), exc)
             self._host[host_id].zero_()
         with self._lock:
+            self._checksum_failures += corrupt
             block.ref_cnt -= 1
             indexed = self._policy.get(key) is block
             if not ok and indexed:
