@@ -6,14 +6,16 @@ at 2 %, 5 % and 10 % of each trace's unique blocks through the same loop
 kvcontract policy with store threshold 1 (``CPUOffloadingManager``) and 2 (wrapped in
 ``FilterReusedOffloadingManager``), vLLM's ``lru`` and ``arc`` with ``store_threshold``
 1 and 2, and Belady's offline optimum (``kvcontract.sim.optimum``). Prints one table per
-trace and, with ``--plot PATH``, draws the curves (needs matplotlib, extra ``plot``).
+trace and, with ``--plot PATH``, draws best kvcontract, best vLLM and the optimum per trace (needs matplotlib, extra ``plot``).
 
-    python tools/bench_hit_ratio.py [--traces conversation,short_sessions,...] [--plot docs/images/hit_ratio.png]
+    python tools/bench_hit_ratio.py [--traces conversation,short_sessions,...] [--plot docs/images/hit_ratio.png] [--results ratios.json]
+    python tools/bench_hit_ratio.py --from-results ratios.json --plot docs/images/hit_ratio.png   # redraw without measuring
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -116,7 +118,7 @@ def print_table(console: Console, trace: str, requests: list[list[int]], curves:
 
 
 def plot(results: dict[str, dict[str, dict[float, float]]], path: Path) -> None:
-    """Hit ratio against capacity, one panel per trace: best kvcontract, best vLLM, the optimum, and each kvcontract policy."""
+    """Hit ratio against capacity, one panel per trace: best kvcontract, best vLLM and the optimum, each point named."""
     try:
         import matplotlib
 
@@ -124,24 +126,42 @@ def plot(results: dict[str, dict[str, dict[float, float]]], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         sys.exit("--plot needs matplotlib: pip install 'kvcontract[plot]'")
-    figure, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.8), squeeze=False)
+    columns = 2 if len(results) > 2 else len(results)
+    rows = -(-len(results) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 3.6 * rows), squeeze=False)
     xs = [100 * fraction for fraction in FRACTIONS]
-    for axis, (trace, curves) in zip(axes[0], results.items()):
-        for name, curve in curves.items():
-            if name.endswith("t2") and name.startswith("kvcontract"):
+    styles = {
+        "kvcontract": {"color": "tab:blue", "marker": "o", "linestyle": "-", "linewidth": 4, "alpha": 0.5},
+        "vLLM": {"color": "tab:orange", "marker": "x", "linestyle": ":", "linewidth": 1.5, "alpha": 1.0},
+    }
+    for axis, (trace, curves) in zip(axes.flat, results.items()):
+        for side, style in styles.items():
+            if not any(name.startswith(side) for name in curves):
                 continue
-            style = {"linestyle": "--", "color": "black"} if name == "offline optimum" else {}
-            if name.startswith("vLLM"):
-                style = {"linestyle": ":", "marker": "x"}
-            axis.plot(xs, [curve[fraction] for fraction in FRACTIONS], marker=style.pop("marker", "o"), label=name, **style)
+            points = [best(curves, side, fraction) for fraction in FRACTIONS]
+            axis.plot(xs, [ratio for _name, ratio in points], label=f"best {side}", **style)
+            for x, (name, ratio) in zip(xs, points):
+                offset = (0, 7) if side == "kvcontract" else (0, -12)
+                axis.annotate(
+                    name.removeprefix(f"{side} "), (x, ratio), textcoords="offset points", xytext=offset,
+                    ha="center", fontsize=7, color=style["color"],
+                )
+        optimum = curves["offline optimum"]
+        axis.plot(xs, [optimum[fraction] for fraction in FRACTIONS], color="black", linestyle="--", marker="s", label="offline optimum")
         axis.set_title(trace)
+        axis.set_xticks(xs)
+        axis.set_xlim(0.5, 11.5)
         axis.set_xlabel("capacity, % of unique blocks")
         axis.set_ylabel("hit ratio")
+        axis.set_ylim(0, 1.05)
         axis.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    figure.tight_layout()
+    for axis in list(axes.flat)[len(results):]:
+        axis.set_visible(False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, bbox_to_anchor=(0.5, -0.02))
+    figure.tight_layout(rect=(0, 0.04, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110, bbox_inches="tight")
+    figure.savefig(path, dpi=90, bbox_inches="tight")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -151,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--conversation", type=Path, default=DEFAULT_TRACE, help="the shared conversation trace")
     parser.add_argument("--no-vllm", action="store_true", help="leave vLLM's manager out")
     parser.add_argument("--plot", type=Path, help="write the curves to this PNG")
+    parser.add_argument("--results", type=Path, help="write the measured ratios to this JSON file")
+    parser.add_argument("--from-results", type=Path, help="plot ratios saved by --results instead of measuring")
     options = parser.parse_args(argv)
     names = [name.strip() for name in options.traces.split(",") if name.strip()]
     unknown = sorted(set(names) - {"conversation", *SHAPES})
@@ -162,12 +184,20 @@ def main(argv: Sequence[str] | None = None) -> None:
             import vllm.v1.kv_offload.cpu.manager  # noqa: F401  # the vLLM rows need vLLM
         except ImportError:
             sys.exit("the vLLM rows need vLLM: pip install 'kvcontract[vllm]', or pass --no-vllm")
+    results: dict[str, dict[str, dict[float, float]]] = {}
+    if options.from_results is not None:
+        saved: dict[str, dict[str, dict[str, float]]] = json.loads(options.from_results.read_text())
+        results |= {trace: {name: {float(fraction): ratio for fraction, ratio in curve.items()} for name, curve in curves.items()}
+                   for trace, curves in saved.items() if trace in names}
+        plot(results, options.plot or Path("hit_ratio.png"))
+        return
     configure(checks=False)
     console = Console(width=140)
-    results: dict[str, dict[str, dict[float, float]]] = {}
     for trace, requests in traces(names, options.conversation).items():
         results[trace] = measure(requests, with_vllm)
         print_table(console, trace, requests, results[trace])
+    if options.results is not None:
+        options.results.write_text(json.dumps(results, indent=1) + "\n")
     if options.plot is not None:
         plot(results, options.plot)
 
