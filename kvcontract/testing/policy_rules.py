@@ -69,6 +69,13 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
                 self.order.insert(key, block)
             self.blocks[key] = block
 
+        @precondition(lambda self: len(self.blocks) < self.capacity)
+        @rule()
+        def fill(self) -> None:
+            # As a manager stores after evicting: new blocks take the room, so the order has something to say.
+            absent = [number for number in range(_KEYS) if _key(number) not in self.blocks]
+            self.insert_many(absent[: self.capacity - len(self.blocks)])
+
         @rule(numbers=st.lists(_key_numbers, min_size=1, max_size=4, unique=True))
         def insert_many(self, numbers: list[int]) -> None:
             keys = [_key(number) for number in numbers]
@@ -96,26 +103,24 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
         @rule(data=st.data())
         def touch(self, data: st.DataObject) -> None:
             held = sorted(self.blocks)
-            keys = data.draw(st.lists(st.sampled_from(held), unique=True, max_size=4)) if held else []
+            keys = data.draw(st.lists(st.sampled_from(held), min_size=1, unique=True, max_size=4)) if held else []
             self.policy.touch(keys)
             if self.order is not None:
                 self.order.touch(keys)
 
+        @precondition(lambda self: any(block.ref_cnt >= 0 for block in self.blocks.values()))
         @rule(data=st.data(), hint=st.booleans())
         def pin(self, data: st.DataObject, hint: bool) -> None:
             ready = sorted(key for key, block in self.blocks.items() if block.ref_cnt >= 0)
-            if not ready:
-                return
             key = data.draw(st.sampled_from(ready))
             self.blocks[key].ref_cnt += 1
             if hint:
                 self._hint(key, evictable=False)
 
+        @precondition(lambda self: any(block.ref_cnt != 0 for block in self.blocks.values()))
         @rule(data=st.data(), hint=st.booleans())
         def unpin_or_land(self, data: st.DataObject, hint: bool) -> None:
             busy = sorted(key for key, block in self.blocks.items() if block.ref_cnt != 0)
-            if not busy:
-                return
             key = data.draw(st.sampled_from(busy))
             block = self.blocks[key]
             block.ref_cnt = 0 if block.ref_cnt == -1 else block.ref_cnt - 1
@@ -127,17 +132,33 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
                 if policy is not None:
                     (policy.mark_evictable if evictable else policy.mark_non_evictable)(key)
 
-        @rule(data=st.data(), beyond=st.booleans())
-        def evict(self, data: st.DataObject, beyond: bool) -> None:
+        def _protected_and_evictable(self, data: st.DataObject) -> tuple[frozenset[OffloadKey], int]:
             held = sorted(self.blocks)
             protected = frozenset(data.draw(st.lists(st.sampled_from(held), unique=True, max_size=2))) if held else frozenset[OffloadKey]()
-            evictable = [k for k, b in self.blocks.items() if k not in protected and b.ref_cnt == 0]
-            n = len(evictable) + data.draw(st.integers(1, 2)) if beyond else data.draw(st.integers(0, len(evictable)))
+            return protected, sum(1 for k, b in self.blocks.items() if k not in protected and b.ref_cnt == 0)
+
+        @rule(data=st.data())
+        def evict(self, data: st.DataObject) -> None:
+            protected, evictable = self._protected_and_evictable(data)
+            self._evict(data.draw(st.integers(0, evictable)), protected, evictable)
+
+        @rule(data=st.data())
+        def evict_one(self, data: st.DataObject) -> None:
+            # One victim shows an order slip best, so it has a rule of its own.
+            protected, evictable = self._protected_and_evictable(data)
+            self._evict(min(1, evictable), protected, evictable)
+
+        @rule(data=st.data())
+        def evict_past_evictable(self, data: st.DataObject) -> None:
+            protected, evictable = self._protected_and_evictable(data)
+            self._evict(evictable + data.draw(st.integers(1, 2)), protected, evictable)
+
+        def _evict(self, n: int, protected: frozenset[OffloadKey], evictable: int) -> None:
             before = dict(self.blocks)
             victims = self.policy.evict(n, protected)
             expected = self.order.evict(n, protected) if self.order is not None else None
             if victims is None:
-                require(n > len(evictable), "evict returns n victims whenever n blocks are evictable", f"evict({n}) gave None with {len(evictable)} evictable")
+                require(n > evictable, "evict returns n victims whenever n blocks are evictable", f"evict({n}) gave None with {evictable} evictable")
                 self._unchanged(before, "evict that returns None changes nothing")
                 return
             keys = [key for key, _ in victims]

@@ -69,6 +69,14 @@ class TakesPinned(LRUPolicy):
         return victims
 
 
+class IgnoresTouch(LRUPolicy):
+    """An LRU that forgets to move touched blocks: its victims differ from a real LRU's."""
+
+    @override
+    def touch(self, keys: Sequence[OffloadKey]) -> None:
+        return None
+
+
 class DuplicateVictims(LRUPolicy):
     """Names its first victim twice."""
 

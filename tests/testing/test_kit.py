@@ -59,6 +59,14 @@ BROKEN: dict[str, tuple[Callable[[Path], None], str | tuple[str, ...]]] = {
         lambda _: check_policy(support.Overfills),
         ("an insert of a held key, or past capacity, is refused", "insert_many of a held key, or past capacity, is refused"),
     ),
+    "ignores touch, against an LRU order model": (
+        lambda _: check_policy(support.IgnoresTouch, order_model=get_policy("lru")),
+        "evict chooses the victims the order model chooses",
+    ),
+    "SIEVE against an LRU order model": (
+        lambda _: check_policy(get_policy("sieve"), order_model=get_policy("lru")),
+        "evict chooses the victims the order model chooses",
+    ),
     "forgets remove": (lambda _: check_policy(support.ForgetsRemove), "get after remove is None"),
     "half insert_many": (lambda _: check_policy(support.HalfInsertMany), "a refused insert_many changes nothing (all or nothing)"),
     "manager loses a pin": (lambda _: check_manager(lambda c: support.LosesPins(c)), "complete_load of a block that is not being loaded is refused"),
