@@ -3,7 +3,10 @@
 Blocks stored in the primary cascade to every tier once readable; a primary miss that a
 tier holds is promoted back into a reserved primary block, answering ``RETRY`` until it
 lands. Completions are polled at every call, never waited for, except by ``reset_cache``
-and ``shutdown``, which drain in-flight jobs first.
+and ``shutdown``, which drain in-flight jobs first. An engine with a per-step hook calls
+:meth:`~TieringOffloadingManager.end_step` there and keeps stepping while
+:meth:`~TieringOffloadingManager.has_pending_work`: tier jobs then land on steps that make
+no other call, instead of pinning primary blocks until the next request comes.
 """
 
 from __future__ import annotations
@@ -282,6 +285,19 @@ class TieringOffloadingManager(OffloadingManager):
         )
         counters = {f.name: getattr(primary, f.name) for f in fields(ManagerStats)}
         return TieringStats(**counters, tiers=tiers)
+
+    def end_step(self) -> None:
+        """The scheduler's step is over: land the tier jobs that finished and submit the step's promotions."""
+        self._step()
+
+    def has_pending_work(self) -> bool:
+        """Whether tier jobs are still in flight or promotions queued, after landing those that finished.
+
+        While it is true the engine should keep stepping (calling :meth:`end_step`): a cascade
+        in flight pins its primary blocks, a promotion holds a reserved one.
+        """
+        self._poll()
+        return any(state.queued or state.promotions or state.cascades for state in self._tiers)
 
     @override
     def reset_cache(self) -> None:

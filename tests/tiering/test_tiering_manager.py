@@ -319,3 +319,21 @@ def test_a_caller_cannot_release_the_pin_a_cascade_holds() -> None:
     tier.finish()
     manager.on_request_finished(ctx)
     assert block.ref_cnt == 0 and key(1) in tier.blocks
+
+
+def test_end_step_submits_the_steps_promotions_and_lands_finished_jobs() -> None:
+    manager, primary, (tier,), host = setup()
+    tier.blocks[key(5)] = torch.full((BLOCK_BYTES,), 5, dtype=torch.uint8)
+    assert not manager.has_pending_work()
+    assert manager.lookup(key(5), ctx) is LookupResult.RETRY
+    assert manager.has_pending_work() and tier.calls == []
+    manager.end_step()
+    assert tier.calls == ["load:1"] and manager.has_pending_work()
+    tier.finish()
+    assert not manager.has_pending_work()
+    assert primary.lookup(key(5), ctx) is LookupResult.HIT  # landed without another call on the manager
+    store(manager, host, [key(1)])
+    assert manager.has_pending_work()  # the cascade pins key(1) in the primary
+    tier.finish()
+    manager.end_step()
+    assert not manager.has_pending_work()

@@ -13,7 +13,10 @@ vLLM's scheduler calls differ from kvcontract's contract in four ways, mapped he
   then committed at every call, and ``on_request_finished`` only forgets them;
 - ``on_new_request`` opens kvcontract's own ``ReqContext`` for the request (its
   ``params`` are vLLM's ``kv_transfer_params``), attached to vLLM's context as state;
-- ``RETRY`` (a tier still promoting) and the other lookup answers map one to one.
+- ``RETRY`` (a tier still promoting) and the other lookup answers map one to one;
+- ``on_schedule_end`` and ``has_pending_work`` reach the manager that works between steps
+  (the tiering manager, found below any decorators, see :mod:`~kvcontract.integrations.vllm.steps`),
+  so its tier jobs land and its promotions are submitted on every step.
 
 Hot path: ``lookup`` runs once per block, so it keeps the previous request's contexts
 and the inner bound method at hand and compares answers by identity; measured by
@@ -34,7 +37,7 @@ from vllm.v1.kv_offload.base import OffloadingManager as VLLMOffloadingManager
 from vllm.v1.kv_offload.base import OffloadKey as VLLMOffloadKey
 from vllm.v1.kv_offload.base import PrepareStoreOutput as VLLMPrepareStoreOutput
 from vllm.v1.kv_offload.base import ReqContext as VLLMReqContext
-from vllm.v1.kv_offload.base import RequestOffloadingContext
+from vllm.v1.kv_offload.base import RequestOffloadingContext, ScheduleEndContext
 from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
 from kvcontract.contracts import LookupResult, OffloadingManager, OffloadKey, ReqContext
@@ -42,6 +45,7 @@ from kvcontract.integrations.vllm.events import as_vllm_events
 from kvcontract.integrations.vllm.host_spec import KVContractHostSpec
 from kvcontract.integrations.vllm.keys import as_contract_keys, as_vllm_keys
 from kvcontract.integrations.vllm.stats import StatsReporter
+from kvcontract.integrations.vllm.steps import find_work_between_steps
 
 __all__ = ["KVContractOffloadingManager"]
 
@@ -76,6 +80,7 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         )  # same bytes in both OffloadKey NewTypes
         self._last_vllm: VLLMReqContext | None = None
         self._last: _Request | None = None
+        self._between_steps = find_work_between_steps(inner)
 
     @property
     def inner(self) -> OffloadingManager:
@@ -167,6 +172,15 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         request.keys = ()
         self._inner.on_request_finished(request.context)
         self._last_vllm = self._last = None
+
+    @override
+    def on_schedule_end(self, context: ScheduleEndContext) -> None:
+        if self._between_steps is not None:
+            self._between_steps.end_step()
+
+    @override
+    def has_pending_work(self) -> bool:
+        return self._between_steps is not None and self._between_steps.has_pending_work()
 
     @override
     def take_events(self) -> list[VLLMOffloadingEvent]:

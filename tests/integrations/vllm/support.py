@@ -211,7 +211,11 @@ class Engine:
         return self.connector.scheduler.manager
 
     def run(self, request_id: str, prompt: list[int], *, output_tokens: int = 2) -> RunLog:
-        """Serve one request to its end, then one more step so its last stores are submitted and done."""
+        """Serve one request to its end, then one more step so its last stores are submitted and done.
+
+        Like vLLM's engine loop, it keeps stepping while the scheduler ``has_requests()``,
+        which includes the connector's pending work (tier jobs of the manager still in flight).
+        """
         request = Request(
             request_id=request_id,
             prompt_token_ids=prompt,
@@ -221,7 +225,7 @@ class Engine:
         )
         self.scheduler.add_request(request)
         steps: list[StepLog] = []
-        while self.scheduler.requests or any(step.stored_gpu_blocks for step in steps[-1:]):
+        while self.scheduler.has_requests() or any(step.stored_gpu_blocks for step in steps[-1:]):
             steps.append(self._step())
         return RunLog(request_id, steps)
 

@@ -75,11 +75,6 @@ def test_a_store_without_room_is_refused_and_counted(model: Path) -> None:
     assert served.run("b", PROMPT_A).hit_tokens == 0
 
 
-@pytest.mark.xfail(
-    reason="open in issue 16: after this session's tiering changes (RETRY from remote tiers, step accounting), "
-    "a promotion driven by vLLM's scheduler lands only when something polls the tiering manager between steps",
-    strict=False,
-)
 def test_a_tier_promotion_answers_retry_then_loads_byte_exact(model: Path, tmp_path: Path) -> None:
     config = {
         "kv_layout": {"num_layers": 2, "num_kv_heads": 2, "head_dim": 16, "dtype": "float16"},
