@@ -179,6 +179,12 @@ def _plan_arguments(plan: argparse.ArgumentParser) -> None:
     plan.add_argument("--config", type=Path, help="a config whose KV layout gives the block size")
     plan.add_argument("--target-hit", type=float, help="report the smallest capacity reaching this hit ratio")
     plan.add_argument("--sample", type=float, help="SHARDS sampling rate for LRU's curve, e.g. 0.01")
+    plan.add_argument(
+        "--tiers", help="split LRU's hits by level: host,file / host,redis / host,file,redis (lookup order)"
+    )
+    plan.add_argument(
+        "--tier-capacity", metavar="NAME=SIZE,...", help="each tier's size with --tiers, e.g. file=40%%,redis=64GiB"
+    )
     plan.add_argument("--processes", type=int, help="processes for the replays (default: one per core)")
     plan.add_argument("--json", nargs="?", const=_STDOUT, metavar="FILE", help="the plan as JSON, on standard output or in FILE")
     plan.add_argument("--plot", type=Path, metavar="PNG", help="write the curves as a PNG (extra: plot)")
@@ -323,8 +329,9 @@ def _metrics_served(port: int | None) -> Generator[MetricsCollector | None, None
 def _plan(options: argparse.Namespace) -> int:
     from kvcontract.policies import available_policies
     from kvcontract.sim.plan_grid import GridError, parse_capacity_grid
-    from kvcontract.sim.plan_report import plan_json, print_plan, write_plan_plot
+    from kvcontract.sim.plan_report import plan_json, print_plan, print_tier_plan, tier_plan_json, write_plan_plot
     from kvcontract.sim.planner import plan_capacity
+    from kvcontract.sim.tier_plan import plan_tiers
     from kvcontract.sim.report import require_plotting
     from kvcontract.sim.trace import read_block_lists
 
@@ -360,7 +367,9 @@ def _plan(options: argparse.Namespace) -> int:
         grid = parse_capacity_grid(options.capacities, unique_blocks=unique, block_bytes=block_bytes, points=options.points)
     except GridError as error:
         raise UsageError(f"--capacities: {error}") from None
+    tier_sizes = _tier_sizes(options, unique, block_bytes)
     plan = plan_capacity(requests, grid, policies, sample_rate=options.sample, processes=options.processes)
+    tiers = plan_tiers(requests, grid, tier_sizes) if tier_sizes else None
     target = options.target_hit
     if target is not None and target > plan.unbounded_hit_ratio:
         raise UsageError(
@@ -368,6 +377,8 @@ def _plan(options: argparse.Namespace) -> int:
             "for every block: no capacity reaches it"
         )
     document = plan_json(plan, block_bytes=block_bytes, target=target)
+    if tiers is not None:
+        document["tiers"] = tier_plan_json(tiers, block_bytes=block_bytes)
     if json_path is not None:
         json_path.write_text(json.dumps(document, indent=2) + "\n")
     with _writing():
@@ -375,9 +386,44 @@ def _plan(options: argparse.Namespace) -> int:
             print(json.dumps(document))
         else:
             print_plan(plan, block_bytes=block_bytes, target=target)
+            if tiers is not None:
+                print_tier_plan(tiers, block_bytes=block_bytes)
     if options.plot is not None:
         write_plan_plot(plan, options.plot, target=target)
     return 0
+
+
+def _tier_sizes(options: argparse.Namespace, unique: int, block_bytes: int | None) -> dict[str, int]:
+    """``--tiers`` and ``--tier-capacity`` as each tier below host and its size in blocks, in lookup order."""
+    from kvcontract.sim.plan_grid import GridError, parse_capacity_grid
+    from kvcontract.sim.tier_plan import HOST, TIER_KINDS
+
+    if options.tiers is None:
+        if options.tier_capacity is not None:
+            raise UsageError("--tier-capacity sizes the tiers of --tiers: give --tiers host,file (or redis) too")
+        return {}
+    levels = [name.strip() for name in options.tiers.split(",")]
+    below = levels[1:]
+    if levels[0] != HOST or not below or len(set(levels)) != len(levels) or not set(below) <= set(TIER_KINDS):
+        raise UsageError(f"--tiers {options.tiers!r}: write host first, then file and/or redis once each, e.g. host,file,redis")
+    sizes: dict[str, str] = {}
+    for part in options.tier_capacity.split(",") if options.tier_capacity else ():
+        name, equals, size = part.partition("=")
+        if not equals or name.strip() not in below or name.strip() in sizes:
+            raise UsageError(f"--tier-capacity: {part.strip()!r} is not NAME=SIZE for one of {', '.join(below)}; e.g. {below[0]}=40%")
+        sizes[name.strip()] = size
+    missing = [name for name in below if name not in sizes]
+    if missing:
+        raise UsageError(f"--tier-capacity: give the size of {', '.join(missing)}, e.g. {missing[0]}=40% or {missing[0]}=64GiB")
+    blocks: dict[str, int] = {}
+    for name in below:
+        if ".." in sizes[name]:
+            raise UsageError(f"--tier-capacity: {name}={sizes[name]} is a range; give one size per tier")
+        try:
+            blocks[name] = parse_capacity_grid(sizes[name], unique_blocks=unique, block_bytes=block_bytes)[0]
+        except GridError as error:
+            raise UsageError(f"--tier-capacity {name}: {error}") from None
+    return blocks
 
 
 def _check(options: argparse.Namespace) -> int:

@@ -9,8 +9,9 @@ from rich.table import Table
 
 from kvcontract.sim.planner import OPTIMUM, CapacityPlan
 from kvcontract.sim.report import require_plotting
+from kvcontract.sim.tier_plan import HOST, TierPlan
 
-__all__ = ["plan_json", "print_plan", "write_plan_plot"]
+__all__ = ["plan_json", "print_plan", "print_tier_plan", "tier_plan_json", "write_plan_plot"]
 
 
 def print_plan(
@@ -64,6 +65,46 @@ def plan_json(plan: CapacityPlan, *, block_bytes: int | None, target: float | No
         document["target_hit_ratio"] = target
         document["smallest_capacity"] = {name: plan.smallest_capacity(name, target) for name in plan.curves}
     return document
+
+
+def print_tier_plan(plan: TierPlan, *, block_bytes: int | None, console: Console | None = None) -> None:
+    """The hit ratio each level serves at each host capacity, and with a block size the bytes each tier reads."""
+    sizes = ", ".join(f"{name} {_capacity(blocks, block_bytes)}" for name, blocks in plan.tier_capacities.items())
+    table = Table(title=f"split by tier ({sizes}; LRU in every level)")
+    table.add_column("host (blocks)", justify="right")
+    if block_bytes is not None:
+        table.add_column("host bytes", justify="right")
+    for level in plan.levels:
+        table.add_column(level, justify="right")
+    table.add_column("total", justify="right")
+    if block_bytes is not None:
+        for name in plan.tier_capacities:
+            table.add_column(f"read from {name}", justify="right")
+    for index, capacity in enumerate(plan.capacities):
+        size = [_size(capacity * block_bytes)] if block_bytes is not None else []
+        ratios = [f"{plan.hit_ratios[level][index]:.4f}" for level in plan.levels]
+        reads = [_size(round(plan.hit_ratios[name][index] * plan.blocks) * block_bytes) for name in plan.tier_capacities] if block_bytes is not None else []
+        table.add_row(f"{capacity:,}", *size, *ratios, f"{plan.total(index):.4f}", *reads)
+    (console or Console()).print(table)
+
+
+def tier_plan_json(plan: TierPlan, *, block_bytes: int | None) -> dict[str, object]:
+    """The split by tier as a JSON-ready document: tier sizes, and each level's hit ratio per host capacity."""
+    return {
+        "levels": list(plan.levels),
+        "tier_capacities": dict(plan.tier_capacities),
+        "tier_bytes": {name: blocks * block_bytes for name, blocks in plan.tier_capacities.items()} if block_bytes else None,
+        "host_capacities": list(plan.capacities),
+        "hit_ratios": {level: list(ratios) for level, ratios in plan.hit_ratios.items()},
+        "total_hit_ratios": [plan.total(index) for index in range(len(plan.capacities))],
+        "bytes_read": {
+            level: [round(ratio * plan.blocks) * block_bytes for ratio in plan.hit_ratios[level]]
+            for level in plan.levels
+            if level != HOST
+        }
+        if block_bytes
+        else None,
+    }
 
 
 def write_plan_plot(plan: CapacityPlan, path: Path, *, target: float | None) -> None:

@@ -22,10 +22,19 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["HitCurve", "lru_hit_curve", "shards_hit_curve", "shards_hit_curves"]
+__all__ = [
+    "NEVER",
+    "HitCurve",
+    "StackDepths",
+    "lru_hit_curve",
+    "lru_stack_depths",
+    "shards_hit_curve",
+    "shards_hit_curves",
+]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
-_NEVER = np.iinfo(np.int64).max
+NEVER = np.iinfo(np.int64).max
+"""The depth of an access that no capacity holds (a block's first access)."""
 _SLACK = 1e-6
 
 
@@ -50,13 +59,31 @@ class HitCurve:
         return float(self.hits_at[index]) / self.blocks
 
 
+@dataclass(frozen=True, slots=True)
+class StackDepths:
+    """Each access's place in LRU's recency stack, in request order, for capacities of every size at once."""
+
+    own: npt.NDArray[np.int64]
+    """The smallest capacity that holds the access's block when its request comes (``NEVER``: a first access)."""
+    prefix: npt.NDArray[np.int64]
+    """The smallest capacity at which the access is a prefix hit: the running maximum of ``own`` in its request."""
+    lengths: npt.NDArray[np.int64]
+    """Blocks of each request."""
+
+
+def lru_stack_depths(requests: Sequence[Sequence[int]]) -> StackDepths:
+    """The exact LRU stack depths of every access of ``requests`` (each a request's block hash ids)."""
+    ids, lengths = _flatten(requests)
+    own = _depths(ids, lengths, np.ones(int(ids.max()) + 1 if len(ids) else 0))
+    return StackDepths(own, _running_max(own, lengths), lengths)
+
+
 def lru_hit_curve(requests: Sequence[Sequence[int]]) -> HitCurve:
     """LRU's exact prefix-hit curve over ``requests`` (each a request's block hash ids, in order)."""
-    ids, lengths = _flatten(requests)
-    depths = _prefix_depths(ids, lengths, np.ones(int(ids.max()) + 1 if len(ids) else 0))
-    finite = depths[depths < _NEVER]
-    longest = int(lengths.max()) if len(lengths) else 0
-    return HitCurve(np.cumsum(np.bincount(finite, minlength=1).astype(np.float64)), len(ids), longest)
+    depths = lru_stack_depths(requests)
+    finite = depths.prefix[depths.prefix < NEVER]
+    longest = int(depths.lengths.max()) if len(depths.lengths) else 0
+    return HitCurve(np.cumsum(np.bincount(finite, minlength=1).astype(np.float64)), len(depths.own), longest)
 
 
 def shards_hit_curves(requests: Sequence[Sequence[int]], rate: float, seeds: Sequence[int]) -> list[HitCurve]:
@@ -100,7 +127,7 @@ def _sampled_hits(
     kept = ids[keep]
     weight = 1.0 / chance
     depths = _prefix_depths(kept, np.bincount(request_of[keep], minlength=len(lengths)), weight)
-    hit = depths < _NEVER
+    hit = depths < NEVER
     size = int(depths[hit].max()) + 1 if hit.any() else 1
     hits = np.cumsum(np.bincount(depths[hit], weights=weight[kept[hit]], minlength=size))
     products = np.cumsum(np.bincount(depths[hit], weights=(weight * reuses)[kept[hit]], minlength=size))
@@ -132,10 +159,10 @@ def _flatten(requests: Sequence[Sequence[int]]) -> tuple[npt.NDArray[np.int64], 
     return ids, lengths
 
 
-def _prefix_depths(
+def _depths(
     ids: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], block_weight: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.int64]:
-    """For each access, the smallest LRU capacity at which it is a prefix hit (``_NEVER``: none).
+    """For each access in request order, its block's depth in the LRU stack (``NEVER``: first access).
 
     An access's depth is its block's weight plus the weight of the distinct blocks accessed
     between its block's previous access and the start of its request, rounded up to whole
@@ -175,12 +202,24 @@ def _prefix_depths(
         high = np.searchsorted(sorted_key, (cell + 1) * span, side="left")
         repeated[uses] += cumulative[high] - cumulative[low]
     newer = weights[warm] + total[before] - total[since + 1] - repeated
-    depth = np.zeros(accesses, dtype=np.int64) + _NEVER
+    depth = np.zeros(accesses, dtype=np.int64) + NEVER
     depth[warm] = np.ceil(newer - _SLACK).astype(np.int64)
-    in_order = depth[time_of]
-    # A block hits only when every block before it in its request does: a running maximum per request.
-    cap = int(total[-1]) + 2
-    capped = np.minimum(in_order, cap)
+    in_order: npt.NDArray[np.int64] = depth[time_of]
+    return in_order
+
+
+def _prefix_depths(
+    ids: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], block_weight: npt.NDArray[np.float64]
+) -> npt.NDArray[np.int64]:
+    """For each access, the smallest LRU capacity at which it is a prefix hit (``NEVER``: none)."""
+    return _running_max(_depths(ids, lengths, block_weight), lengths)
+
+
+def _running_max(depths: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """A block hits only when every block before it in its request does: a running maximum per request."""
+    cap = int(depths[depths < NEVER].max()) + 2 if (depths < NEVER).any() else 2
+    capped = np.minimum(depths, cap)
     offset = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths) * (cap + 1)
     running = np.maximum.accumulate(capped + offset) - offset
-    return np.where(running >= cap, _NEVER, running)
+    prefix: npt.NDArray[np.int64] = np.where(running >= cap, NEVER, running)
+    return prefix

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kvcontract.cli import main
+from kvcontract.sim.stack_distance import lru_hit_curve
 
 REQUESTS = [[1, 2, 3], [1, 2], [4, 5], [1, 2, 3, 6], [4, 5, 7], [1, 2], [4, 5]]
 
@@ -34,6 +35,22 @@ def test_plan_prints_each_policy_and_the_optimum_as_json(tmp_path: Path, capsys:
     assert document["smallest_capacity"]["optimum"] == 3
 
 
+def test_plan_splits_lru_hits_by_tier_with_bytes_read_from_each(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    arguments = ["--capacities", "3,4", "--policies", "lru", "--processes", "1", "--block-bytes", "100"]
+    tiers = ["--tiers", "host,file,redis", "--tier-capacity", "file=5,redis=7"]
+    status = main(["plan", "--trace", str(_jsonl(tmp_path)), *arguments, *tiers, "--json"])
+    document = json.loads(capsys.readouterr().out)
+    assert status == 0
+    split = document["tiers"]
+    assert split["levels"] == ["host", "file", "redis"] and split["tier_bytes"] == {"file": 500, "redis": 700}
+    # All levels together hit as LRU does at the largest level (redis, 7 blocks), whatever host holds.
+    assert split["total_hit_ratios"] == pytest.approx([lru_hit_curve(REQUESTS).hit_ratio(7)] * 2)
+    blocks = document["blocks"]
+    assert split["bytes_read"]["file"] == [round(ratio * blocks) * 100 for ratio in split["hit_ratios"]["file"]]
+    assert main(["plan", "--trace", str(_jsonl(tmp_path)), *arguments, *tiers]) == 0
+    assert "split by tier" in capsys.readouterr().out
+
+
 def test_plan_reads_a_csv_trace_like_the_jsonl_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     csv_path = tmp_path / "trace.csv"
     csv_path.write_text("request_id,hash_ids\n" + "".join(f"{n},{' '.join(map(str, ids))}\n" for n, ids in enumerate(REQUESTS)))
@@ -51,6 +68,13 @@ def test_plan_reads_a_csv_trace_like_the_jsonl_one(tmp_path: Path, capsys: pytes
         (["--target-hit", "0.9"], "no capacity reaches it"),
         (["--policies", "lru,nope"], "unknown nope"),
         (["--sample", "2"], "--sample"),
+        (["--tiers", "file,host", "--tier-capacity", "file=4"], "write host first"),
+        (["--tiers", "host,tape", "--tier-capacity", "tape=4"], "write host first"),
+        (["--tiers", "host,file"], "give the size of file"),
+        (["--tiers", "host,file", "--tier-capacity", "redis=4"], "not NAME=SIZE for one of file"),
+        (["--tiers", "host,file", "--tier-capacity", "file=1..4"], "is a range"),
+        (["--tiers", "host,file", "--tier-capacity", "file=8GiB"], "--block-bytes"),
+        (["--tier-capacity", "file=4"], "give --tiers"),
     ],
 )
 def test_plan_refuses_bad_input_in_one_line(
