@@ -34,7 +34,10 @@ def print_plan(
     out = console or Console()
     out.print(table)
     if plan.sample_rate is not None:
-        out.print(f"lru sampled at {plan.sample_rate:.2%} (SHARDS): standard error up to {plan.sampling_error:.4f}")
+        out.print(
+            f"lru: mean of SHARDS samples at {plan.sample_rate:.2%}, standard error up to {plan.sampling_error:.4f} "
+            "(the largest error over a whole grid can reach about 4 times that)"
+        )
     if plan.capacities[0] < plan.longest_request:
         out.print(
             f"below {plan.longest_request} blocks (the longest request) lru's one-pass curve is not exact: "
