@@ -178,11 +178,6 @@ class ThreadCopyEngine(CopyEngine):
     def copy_pages(self, pages: Pages) -> None:
         """Copy each run of ``pages`` by memoryview assignment, long runs slice by slice."""
         span = self._span
-        if max(pages.sizes, default=0) <= GIL_SLICE_BYTES:
-            # The usual job, no run long enough to slice: the loop is the copy alone, one test per job.
-            for dst, src, size in zip(pages.dst, pages.src, pages.sizes):
-                span[dst : dst + size] = span[src : src + size]
-            return
         for dst, src, size in zip(pages.dst, pages.src, pages.sizes):
             if size <= GIL_SLICE_BYTES:
                 span[dst : dst + size] = span[src : src + size]
