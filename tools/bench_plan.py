@@ -32,7 +32,7 @@ TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "conv
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--rates", default="0.01,0.1")
@@ -46,6 +46,7 @@ def main() -> None:
     replay_capacity = grid[len(grid) // 2]
     ratios: list[float] = []
     exact_seconds: list[float] = []
+    exact = np.zeros(len(grid))
     for _ in range(options.rounds):
         start = time.thread_time()
         curve = lru_hit_curve(requests)
