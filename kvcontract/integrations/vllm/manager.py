@@ -25,7 +25,7 @@ and the inner bound method at hand and compares answers by identity; measured by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -54,12 +54,18 @@ _V_HIT, _V_MISS = VLLMLookupResult.HIT, VLLMLookupResult.MISS
 _V_PENDING, _V_RETRY = VLLMLookupResult.HIT_PENDING, VLLMLookupResult.RETRY
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Request:
     """Per-request state on vLLM's context: kvcontract's context and the keys the request used so far."""
 
     context: ReqContext
     keys: Sequence[OffloadKey] = ()
+    seen: set[OffloadKey] | None = None
+    """The set of ``keys`` once a second call merged them: each later call hashes only its own keys."""
+
+
+_NO_REQUEST = _Request(ReqContext("kvcontract-no-request"))
+"""What the one-request cache holds while no vLLM context is cached (``_last_vllm`` is ``None``)."""
 
 
 class KVContractOffloadingManager(VLLMOffloadingManager):
@@ -73,13 +79,22 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         self._inner = inner
         self._events = events
         self._stats = StatsReporter()
-        # The inner lookup takes kvcontract keys; vLLM's are the same bytes (keys.py), so the
-        # bound method is typed for vLLM's keys once here instead of converting each key.
+        # The inner methods take kvcontract keys; vLLM's are the same bytes (keys.py), so the
+        # bound methods are typed for vLLM's keys once here instead of converting each call.
         self._lookup = cast(
             "Callable[[VLLMOffloadKey, ReqContext], LookupResult]", inner.lookup
         )  # same bytes in both OffloadKey NewTypes
+        self._complete_load = cast(
+            "Callable[[Collection[VLLMOffloadKey], ReqContext], None]", inner.complete_load
+        )  # same bytes; a Collection is the contract's Iterable
+        self._complete_store = cast(
+            "Callable[[Collection[VLLMOffloadKey], ReqContext, bool], None]", inner.complete_store
+        )  # same bytes; a Collection is the contract's Iterable
+        self._prepare_load = inner.prepare_load
+        self._prepare_store = inner.prepare_store
+        self._touch = inner.touch
         self._last_vllm: VLLMReqContext | None = None
-        self._last: _Request | None = None
+        self._last = _NO_REQUEST
         self._between_steps = find_work_between_steps(inner)
 
     @property
@@ -88,8 +103,7 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         return self._inner
 
     def _request(self, req_context: VLLMReqContext) -> _Request:
-        if req_context is self._last_vllm and self._last is not None:
-            return self._last
+        """The request's state, made on its first call; every method reads ``_last`` first, inline."""
         state = req_context.get_state(_Request)
         if state is None:
             params = req_context.kv_transfer_params or {}
@@ -105,7 +119,7 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
 
     @override
     def lookup(self, key: VLLMOffloadKey, req_context: VLLMReqContext) -> VLLMLookupResult:
-        request = self._last if req_context is self._last_vllm and self._last is not None else self._request(req_context)
+        request = self._last if req_context is self._last_vllm else self._request(req_context)
         result = self._lookup(key, request.context)
         if result is _HIT:
             return _V_HIT
@@ -119,59 +133,70 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
 
     @override
     def prepare_load(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> KVContractHostSpec:
-        request = self._request(req_context)
+        request = self._last if req_context is self._last_vllm else self._request(req_context)
         ordered = as_contract_keys(keys)
-        spec = self._inner.prepare_load(ordered, request.context)
+        spec = self._prepare_load(ordered, request.context)
         self._commit_recency(request, ordered)
         return KVContractHostSpec(spec)
 
     def _commit_recency(self, request: _Request, keys: Sequence[OffloadKey]) -> None:
-        """Touch everything ``request`` loaded or offered so far, ``keys`` last, first key most recent."""
-        if not request.keys:
-            request.keys = keys
-            self._inner.touch(keys, request.context)
-            return
-        # A key offered twice keeps its first position (dict keeps first insertions).
-        request.keys = list(dict.fromkeys([*request.keys, *keys]))
-        self._inner.touch(request.keys, request.context)
+        """Touch everything ``request`` loaded or offered so far, ``keys`` last, first key most recent.
+
+        A key offered twice keeps its first position. The usual call has no such key and
+        pays one concatenation and the hashing of its own keys; only a repeat rebuilds the list.
+        """
+        done = request.keys
+        if done:
+            seen = request.seen
+            if seen is None:
+                seen = request.seen = set(done)
+            before = len(seen)
+            seen.update(keys)
+            if before == len(done) and len(seen) == before + len(keys):
+                keys = [*done, *keys]
+            else:
+                keys = list(dict.fromkeys([*done, *keys]))
+        request.keys = keys
+        self._touch(keys, request.context)
 
     @override
     def touch(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> None:
-        self._inner.touch(as_contract_keys(keys), self._request(req_context).context)
+        request = self._last if req_context is self._last_vllm else self._request(req_context)
+        self._touch(as_contract_keys(keys), request.context)
 
     @override
     def complete_load(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> None:
-        self._inner.complete_load(cast("Iterable[OffloadKey]", keys), self._request(req_context).context)  # same bytes
+        request = self._last if req_context is self._last_vllm else self._request(req_context)
+        self._complete_load(keys, request.context)
 
     @override
     def prepare_store(
         self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext
     ) -> VLLMPrepareStoreOutput | None:
-        request = self._request(req_context)
+        request = self._last if req_context is self._last_vllm else self._request(req_context)
         ordered = as_contract_keys(keys)
-        output = self._inner.prepare_store(ordered, request.context)
+        output = self._prepare_store(ordered, request.context)
         self._commit_recency(request, ordered)
         if output is None:
             return None
         return VLLMPrepareStoreOutput(
-            keys_to_store=as_vllm_keys(output.keys_to_store),
-            store_spec=KVContractHostSpec(output.store_spec),
-            evicted_keys=as_vllm_keys(output.evicted_keys),
+            as_vllm_keys(output.keys_to_store), KVContractHostSpec(output.store_spec), as_vllm_keys(output.evicted_keys)
         )
 
     @override
     def complete_store(
         self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext, success: bool = True
     ) -> None:
-        context = self._request(req_context).context
-        self._inner.complete_store(cast("Iterable[OffloadKey]", keys), context, success)  # same bytes
+        request = self._last if req_context is self._last_vllm else self._request(req_context)
+        self._complete_store(keys, request.context, success)
 
     @override
     def on_request_finished(self, req_context: VLLMReqContext) -> None:
-        request = self._request(req_context)
+        request = self._last if req_context is self._last_vllm else self._request(req_context)
         request.keys = ()
+        request.seen = None
         self._inner.on_request_finished(request.context)
-        self._last_vllm = self._last = None
+        self._last_vllm, self._last = None, _NO_REQUEST
 
     @override
     def on_schedule_end(self, context: ScheduleEndContext) -> None:

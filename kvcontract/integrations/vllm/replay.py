@@ -3,9 +3,10 @@
 Per request: ``on_new_request``; ``lookup`` one key at a time up to the first non-HIT;
 ``prepare_load`` of that prefix (pinned while the request runs); ``prepare_store`` of the
 rest (the chunks the request computes); ``complete_load``; ``complete_store`` of what the
-manager chose to store; ``on_request_finished``. There is no ``touch``: vLLM commits
-recency when a request finishes. Keys and contexts are built before the clocks start, as
-in :func:`kvcontract.sim.replay`, whose report this returns so the two compare directly.
+manager chose to store; ``on_request_finished``; ``on_schedule_end`` (each request is one
+scheduler step here). There is no ``touch``: vLLM never calls it. Keys and contexts are
+built before the clocks start, as in :func:`kvcontract.sim.replay`, whose report this
+returns so the two compare directly.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from vllm.v1.kv_offload.base import LookupResult as VLLMLookupResult
 from vllm.v1.kv_offload.base import OffloadingManager as VLLMOffloadingManager
 from vllm.v1.kv_offload.base import OffloadKey as VLLMOffloadKey
 from vllm.v1.kv_offload.base import ReqContext as VLLMReqContext
+from vllm.v1.kv_offload.base import ScheduleEndContext
 
 from kvcontract.sim.replay import ReplayReport
 from kvcontract.sim.trace import block_key
@@ -44,27 +46,38 @@ def replay_as_scheduler(manager: VLLMOffloadingManager, chains: Sequence[list[VL
     """Serve the requests ``chains`` names (keys per request) through ``manager`` as vLLM's scheduler would."""
     contexts = [VLLMReqContext(req_id=str(number)) for number in range(len(chains))]
     hit = VLLMLookupResult.HIT
+    step_end = ScheduleEndContext(new_req_ids=(), preempted_req_ids=())
+    # Bound once, as kvcontract.sim.replay binds the native manager's: the two loops cost the same.
+    new_request, lookup, finished, step_ended = (
+        manager.on_new_request,
+        manager.lookup,
+        manager.on_request_finished,
+        manager.on_schedule_end,
+    )
+    prepare_load, complete_load = manager.prepare_load, manager.complete_load
+    prepare_store, complete_store = manager.prepare_store, manager.complete_store
     blocks = hit_blocks = failed = evictions = 0
     start, cpu_start = time.perf_counter(), time.thread_time()
     for keys, context in zip(chains, contexts):
-        manager.on_new_request(context)
+        new_request(context)
         found = 0
         for key in keys:
-            if manager.lookup(key, context) is not hit:
+            if lookup(key, context) is not hit:
                 break
             found += 1
         prefix = keys[:found]
         if found:
-            manager.prepare_load(prefix, context)
-        output = manager.prepare_store(keys[found:], context) if found < len(keys) else None
+            prepare_load(prefix, context)
+        output = prepare_store(keys[found:], context) if found < len(keys) else None
         if found:
-            manager.complete_load(prefix, context)
+            complete_load(prefix, context)
         if output is not None:
-            manager.complete_store(output.keys_to_store, context)
+            complete_store(output.keys_to_store, context)
             evictions += len(output.evicted_keys)
         elif found < len(keys):
             failed += len(keys) - found
-        manager.on_request_finished(context)
+        finished(context)
+        step_ended(step_end)
         blocks += len(keys)
         hit_blocks += found
     seconds, cpu_seconds = time.perf_counter() - start, time.thread_time() - cpu_start
