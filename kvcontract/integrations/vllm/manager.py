@@ -18,9 +18,10 @@ vLLM's scheduler calls differ from kvcontract's contract in four ways, mapped he
   (the tiering manager, found below any decorators, see :mod:`~kvcontract.integrations.vllm.steps`),
   so its tier jobs land and its promotions are submitted on every step.
 
-Hot path: ``lookup`` runs once per block, so it keeps the previous request's contexts
-and the inner bound method at hand and compares answers by identity; measured by
-``tools/bench_vllm_adapter.py``.
+Hot path: ``lookup`` runs once per block and every other method once per call, so each
+reads the previous request's state from a one-entry cache inline, calls inner methods
+bound and typed once, and compares answers by identity; measured by
+``tools/bench_vllm_adapter.py`` (figures and where the time goes in docs/vllm.md).
 """
 
 from __future__ import annotations
