@@ -25,17 +25,27 @@ class LookupResult(Enum):
     """Unknown for now (a lower tier is promoting it): ask again on a later step."""
 
 
+def _no_params() -> dict[str, object]:
+    return {}
+
+
+def _no_state() -> dict[type, object]:
+    return {}
+
+
 @dataclass(eq=False)
 class ReqContext:
     """One request as the scheduler sees it, with typed state that managers may attach.
 
     State is keyed by its type, so independent managers stacked on one another
-    each keep their own per-request object without name clashes.
+    each keep their own per-request object without name clashes. (The factories are plain
+    functions: calling ``dict[str, object]`` goes through ``GenericAlias`` and made a
+    context cost 1.8 µs instead of 0.4.)
     """
 
     req_id: str
-    params: Mapping[str, object] = field(default_factory=dict[str, object])
-    _state: dict[type, object] = field(default_factory=dict[type, object], repr=False)
+    params: Mapping[str, object] = field(default_factory=_no_params)
+    _state: dict[type, object] = field(default_factory=_no_state, repr=False)
 
     def get_state(self, cls: type[_State]) -> _State | None:
         """The state object of type ``cls`` attached to this request, if any."""
