@@ -37,10 +37,7 @@ __all__ = ["CPUOffloadingManager"]
 
 MEDIUM = "CPU"
 
-_KEY = operator.itemgetter(0)
 _BLOCK = operator.itemgetter(1)
-_BLOCK_ID = operator.attrgetter("block_id")
-_REF_CNT = operator.attrgetter("ref_cnt")
 _HIT = LookupResult.HIT
 _MISS = LookupResult.MISS
 _PENDING = LookupResult.HIT_PENDING
@@ -69,8 +66,8 @@ class CPUOffloadingManager(OffloadingManager):
         self._policy_evict = unchecked(policy.evict)
         self._policy_insert_many = unchecked(policy.insert_many)
         self._blocks: dict[OffloadKey, BlockStatus] = {}
-        self._owners: dict[OffloadKey, str] = {}
-        """The ``req_id`` that prepared each store in flight: its keys are the blocks with ``ref_cnt`` -1."""
+        self._stores: dict[str, set[OffloadKey]] = {}
+        """The keys of the stores in flight, by the ``req_id`` that prepared them: together, the blocks with ``ref_cnt`` -1."""
         self._spare: list[BlockStatus] = []
         self._never_used = 0
         self._events: list[OffloadingEvent] | None = [] if enable_events else None
@@ -133,7 +130,7 @@ class CPUOffloadingManager(OffloadingManager):
             # often than pinned): one pass on the common path, and atomic on misuse.
             for block in found:
                 block.ref_cnt -= 1
-            if min(map(_REF_CNT, found), default=0) >= 0:
+            if min([block.ref_cnt for block in found], default=0) >= 0:
                 self._loaded += len(found)
                 return
             for block in found:
@@ -162,13 +159,17 @@ class CPUOffloadingManager(OffloadingManager):
             if self._events is not None:
                 self._events.append(OffloadingEvent(evicted_keys, MEDIUM, removed=True))
         fresh = self._allocate(len(new))
-        owners, owner = self._owners, req_context.req_id
         for key, block in zip(new, fresh):
             blocks[key] = block
             block.ref_cnt = -1
-            owners[key] = owner
+        if new:
+            owned = self._stores.get(req_context.req_id)
+            if owned is None:
+                self._stores[req_context.req_id] = set(new)
+            else:
+                owned.update(new)
         self._policy_insert_many(new, fresh)
-        return PrepareStoreOutput(new, BlockIdsSpec(list(map(_BLOCK_ID, fresh))), evicted_keys)
+        return PrepareStoreOutput(new, BlockIdsSpec([block.block_id for block in fresh]), evicted_keys)
 
     @override
     def complete_store(
@@ -183,21 +184,29 @@ class CPUOffloadingManager(OffloadingManager):
         if len(found) != len(done) or len(set(done)) != len(done):
             why = _unstorable(done, list(map(blocks.get, done)))
             raise ValueError(f"complete_store: {why}; nothing was completed")
-        owners, caller = self._owners, req_context.req_id
-        pending = [key for key, block in zip(done, found) if block.ref_cnt < 0]
-        for key in pending:
-            if owners[key] != caller:
+        landing = [block for block in found if block.ref_cnt < 0]
+        pending = (
+            done if len(landing) == len(done)
+            else [key for key, block in zip(done, found) if block.ref_cnt < 0]
+        )
+        if pending:
+            caller = req_context.req_id
+            owned = self._stores.get(caller)
+            if owned is None or not owned.issuperset(pending):
+                key = next(key for key in pending if owned is None or key not in owned)
+                owner = next(req_id for req_id, keys in self._stores.items() if key in keys)
                 raise ValueError(
-                    f"complete_store: the store of block {key!r} belongs to {owners[key]!r}, not "
+                    f"complete_store: the store of block {key!r} belongs to {owner!r}, not "
                     f"{caller!r}; only the request that prepared a store completes it (nothing was completed)"
                 )
-        for key in pending:
-            del owners[key]
+            owned.difference_update(pending)
+            if not owned:
+                del self._stores[caller]
         if success:
             if pending and self._events is not None:
                 self._events.append(OffloadingEvent(pending, MEDIUM, removed=False))
-            for key in pending:
-                blocks[key].ref_cnt = 0
+            for block in landing:
+                block.ref_cnt = 0
             self._stored += len(pending)
             return
         for key in pending:
@@ -261,20 +270,18 @@ class CPUOffloadingManager(OffloadingManager):
         protected: frozenset[OffloadKey],
     ) -> list[OffloadKey]:
         """Free the victims' blocks and return their keys, checking the policy kept its promises."""
-        keys = list(map(_KEY, victims))
-        evicted = list(map(_BLOCK, victims))
-        popped = [self._blocks.pop(key, None) for key in keys]
-        if (
-            len(keys) != wanted
-            or not protected.isdisjoint(keys)
-            or any(map(_REF_CNT, evicted))
-            or not all(map(operator.is_, popped, evicted))
-        ):
+        blocks = self._blocks
+        keys: list[OffloadKey] = []
+        for key, block in victims:
+            if blocks.pop(key, None) is not block or block.ref_cnt:
+                break
+            keys.append(key)
+        if len(keys) != len(victims) or len(keys) != wanted or not protected.isdisjoint(keys):
             raise RuntimeError(
                 f"policy {self._policy!r} broke the evict() contract: asked for {wanted} victims, "
                 f"got {len(keys)}, and every victim must be held, evictable and outside the batch"
             )
-        self._spare.extend(evicted)
+        self._spare.extend(map(_BLOCK, victims))
         self._evicted += wanted
         return keys
 

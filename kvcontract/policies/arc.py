@@ -9,7 +9,6 @@ are bounded as in the paper: ``|T1| + |B1| <= capacity`` and ``|B1| + |B2| <= ca
 from __future__ import annotations
 
 import math
-import operator
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence, Set
 from itertools import islice
@@ -20,8 +19,6 @@ from kvcontract.contracts import OffloadKey
 from kvcontract.policies.base import PolicyBase
 
 __all__ = ["ARCPolicy"]
-
-_REF_CNT = operator.attrgetter("ref_cnt")
 
 
 class ARCPolicy(PolicyBase):
@@ -169,13 +166,14 @@ class ARCPolicy(PolicyBase):
         t1_size = len(t1) + self._parked_t1
         t1_share = min(n, max(0, t1_size - math.floor(self._target_t1)))
         oldest = list(islice(t1, t1_share)) + list(islice(t2, n - t1_share))
-        if (
-            len(oldest) == n
-            and protected.isdisjoint(oldest)
-            and not any(map(_REF_CNT, map(self._blocks.__getitem__, oldest)))
-        ):
-            self._retire(oldest[:t1_share], oldest[t1_share:])
-            return oldest
+        if len(oldest) == n and protected.isdisjoint(oldest):
+            blocks = self._blocks
+            for victim in oldest:
+                if blocks[victim].ref_cnt:
+                    break
+            else:  # the oldest n are all evictable: no scan needed
+                self._retire(oldest[:t1_share], oldest[t1_share:])
+                return oldest
         in_t1, in_t2 = iter(t1), iter(t2)
         from_t1: list[OffloadKey] = []
         from_t2: list[OffloadKey] = []
