@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 
 from rich.console import Console
@@ -21,7 +20,8 @@ from rich.table import Table
 
 from kvcontract.config import KVContractConfig
 from kvcontract.sim.simulator import EngineSimulator, SimulationReport
-from kvcontract.sim.trace import iter_trace
+from kvcontract.sim.run import MAX_REQUESTS
+from kvcontract.sim.trace import read_simulation_requests
 from kvcontract.sim.workload import conversation_workload
 
 __all__ = ["MAX_ENGINES", "MultiEngineReport", "print_engines_report", "run_engines", "run_engines_simulation"]
@@ -153,7 +153,7 @@ def run_engines_simulation(
     if trace is None:
         requests = conversation_workload(num_requests or _DEFAULT_REQUESTS, seed)
     else:
-        requests = [list(request.hash_ids) for request in islice(iter_trace(trace), num_requests)]
+        requests = read_simulation_requests(trace, num_requests, MAX_REQUESTS)
     return run_engines(config, requests, engines)
 
 

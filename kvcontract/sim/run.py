@@ -7,7 +7,6 @@ machine's memory; a config that the components refuse while being built is a ``C
 
 from __future__ import annotations
 
-from itertools import islice
 from pathlib import Path
 
 from pydantic import ByteSize
@@ -16,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kvcontract.config import ConfigError, CPUManagerConfig, KVContractConfig, check_machine, physical_memory_bytes
 from kvcontract.metrics import MeteredWorker, MetricsCollector, manager_source
 from kvcontract.sim.simulator import EngineSimulator, SimulationReport, resolve_device
-from kvcontract.sim.trace import TraceFormatError, iter_trace
+from kvcontract.sim.trace import read_simulation_requests
 from kvcontract.sim.workload import conversation_workload
 
 __all__ = ["DEFAULT_REQUESTS", "MAX_REQUESTS", "run_simulation"]
@@ -46,12 +45,7 @@ def run_simulation(
     if trace is None:
         requests = conversation_workload(num_requests or DEFAULT_REQUESTS, seed)
     else:
-        limit = num_requests or MAX_REQUESTS
-        requests = [list(request.hash_ids) for request in islice(iter_trace(trace), limit + 1)]
-        if len(requests) > limit:
-            raise TraceFormatError(
-                f"{trace}: more than {MAX_REQUESTS} requests; give --requests to replay the first ones"
-            )
+        requests = read_simulation_requests(trace, num_requests, MAX_REQUESTS)
     longest = max(map(len, requests), default=1)
     _check_memory(config, longest)
     try:

@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import TypeGuard
 
 from kvcontract.contracts import OffloadKey, make_offload_key
@@ -29,6 +30,7 @@ __all__ = [
     "block_key",
     "iter_trace",
     "read_block_lists",
+    "read_simulation_requests",
     "read_trace",
 ]
 
@@ -64,6 +66,19 @@ def block_key(hash_id: int) -> OffloadKey:
 def read_trace(path: str | os.PathLike[str]) -> list[TraceRequest]:
     """Every request of the trace at ``path``, in file order."""
     return list(iter_trace(path))
+
+
+def read_simulation_requests(path: str | os.PathLike[str], count: int | None, bound: int) -> list[list[int]]:
+    """The block ids of the trace's first ``count`` requests, or of all of them (at most ``bound``).
+
+    A trace with no request, or past ``bound`` when no ``count`` is given, is a :class:`TraceFormatError`.
+    """
+    requests = [list(request.hash_ids) for request in islice(iter_trace(path), count or bound + 1)]
+    if len(requests) > bound:
+        raise TraceFormatError(f"{os.fspath(path)}: more than {bound} requests; give --requests to replay the first ones")
+    if not requests:
+        raise TraceFormatError(f"{os.fspath(path)}: no requests (the file is empty or every line is blank)")
+    return requests
 
 
 def read_block_lists(path: str | os.PathLike[str]) -> list[tuple[int, ...]]:

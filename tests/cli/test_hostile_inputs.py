@@ -103,6 +103,25 @@ def test_ids_of_2_63_and_more_are_simulated(tmp_path: Path, capsys: pytest.Captu
     assert json.loads(outcome.out)["requests"] == 4
 
 
+@pytest.mark.parametrize("engines", [(), ("--engines", "2")])
+@pytest.mark.parametrize("text", [b"", b"\n\n  \n"])
+def test_a_trace_without_requests_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: bytes, engines: tuple[str, ...]) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_bytes(text)
+    run_cli(capsys, "simulate", "--trace", str(trace), *engines).assert_user_error("t.jsonl: no requests (the file is empty or every line is blank)")
+
+
+@pytest.mark.parametrize("engines", [(), ("--engines", "2")])
+def test_requests_replays_the_first_ones_of_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str], engines: tuple[str, ...]) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(f'{{"hash_ids": [{number}, {number + 1}]}}\n' for number in range(10)))
+    outcome = run_cli(capsys, "simulate", "--trace", str(trace), "--requests", "3", *engines, "--json")
+    assert outcome.status == 0, outcome.err
+    report = json.loads(outcome.out)
+    engine_reports = report["engines"] if engines else [report]
+    assert sum(engine["requests"] for engine in engine_reports) == 3
+
+
 def test_requests_are_bounded(capsys: pytest.CaptureFixture[str]) -> None:
     run_cli(capsys, "simulate", "--requests", str(10**12)).assert_user_error("at most 1000000")
 
