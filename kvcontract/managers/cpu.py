@@ -194,7 +194,7 @@ class CPUOffloadingManager(OffloadingManager):
             owned = self._stores.get(caller)
             if owned is None or not owned.issuperset(pending):
                 key = next(key for key in pending if owned is None or key not in owned)
-                owner = next(req_id for req_id, keys in self._stores.items() if key in keys)
+                owner = next(req_id for req_id, held in self._stores.items() if key in held)
                 raise ValueError(
                     f"complete_store: the store of block {key!r} belongs to {owner!r}, not "
                     f"{caller!r}; only the request that prepared a store completes it (nothing was completed)"
