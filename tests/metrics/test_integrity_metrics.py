@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from kvcontract import ContractViolation, ReqContext, TierJob
 from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
 from kvcontract.metrics import MetricsCollector, manager_source
 from kvcontract.tiers import FileTier, RedisTier
-from tests.metrics.support import needs_redis, value_of
+from tests.metrics.support import needs_redis, scrape, value_of
 from tests.tiers.conftest import drain, key, pattern
 from tests.tiers.redis import support as redis_support
 
@@ -82,20 +81,13 @@ def test_a_corrupt_redis_value_counts_as_a_checksum_failure_of_the_redis_tier(tm
 
 
 def test_a_scrape_shows_checksum_failures_and_contract_violations_as_counters(tmp_path: Path) -> None:
-    parser = pytest.importorskip("prometheus_client.parser", reason="prometheus-client not installed (extra kvcontract[metrics])")
-    from kvcontract.prometheus import serve_metrics
-
     tier = FileTier(tmp_path / "tier", 4, torch.zeros(4, 4096, dtype=torch.uint8))
     collector = MetricsCollector()
     collector.add(manager_source(TieringOffloadingManager(CPUOffloadingManager(4, "lru"), [tier])))
-    server = serve_metrics(collector, 0)
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as response:
-            text = response.read().decode()
+        families = scrape(collector)
     finally:
-        server.stop()
         tier.shutdown()
-    families = {family.name: family for family in parser.text_string_to_metric_families(text)}
     assert families["kvcontract_checksum_failures"].type == "counter"
     assert families["kvcontract_checksum_failures"].samples[0].labels == {"tier": "FileTier"}
     assert families["kvcontract_contract_violations"].type == "counter"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 import torch
@@ -13,6 +12,7 @@ from kvcontract import BlockIdsSpec, GPULoadStoreSpec, ReqContext, make_offload_
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.metrics import MeteredWorker, MetricSample, MetricsCollector, manager_source
 from kvcontract.transfer import TorchOffloadingWorker
+from tests.metrics.support import scrape
 
 
 def _by_name(samples: list[MetricSample]) -> dict[str, MetricSample]:
@@ -64,18 +64,9 @@ def test_a_metered_worker_counts_bytes_and_sizes_of_finished_jobs() -> None:
 
 
 def test_a_scrape_over_loopback_parses_as_prometheus_exposition() -> None:
-    parser = pytest.importorskip("prometheus_client.parser", reason="prometheus-client not installed (extra kvcontract[metrics])")
-    from kvcontract.prometheus import serve_metrics
-
     collector = MetricsCollector()
     collector.add(manager_source(CPUOffloadingManager(4, "arc"), policy="arc"))
-    server = serve_metrics(collector, 0)
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as response:
-            text = response.read().decode()
-    finally:
-        server.stop()
-    families = {family.name: family for family in parser.text_string_to_metric_families(text)}
+    families = scrape(collector)
     assert families["vllm:kv_offload_cpu_cache_usage_perc"].type == "gauge"
     assert families["kvcontract_hits"].type == "counter"
     assert families["kvcontract_hits"].samples[0].labels == {"policy": "arc"}
