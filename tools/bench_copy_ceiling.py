@@ -1,12 +1,13 @@
-"""The CPU copy engine's benchmark with its Python copy loop replaced by a C loop: the ceiling.
+"""The CPU copy engine's benchmark with its copy loop replaced by a bare C loop: the ceiling.
 
 ``tools/bench_transfer.py`` compares each job with one contiguous copy. Part of the gap
 is not the engine's: a job of random pages is a copy per page, and the memory system
 serves those slower than one long stream. This tool compiles a C loop (one ``memcpy``
-per run, nothing else) with the system's C compiler, puts it in place of
-``ThreadCopyEngine.copy_pages`` and runs the same benchmark, so the same jobs, runs and
-clocks show what any per-run copy can reach on this machine. Needs ``cc``; it is a
-measuring aid, the package itself compiles nothing.
+per run, nothing else: no checks, the GIL held) with the system's C compiler, puts it in
+place of ``ThreadCopyEngine.copy_pages`` and runs the same benchmark, so the same jobs,
+runs and clocks show what any per-run copy can reach on this machine. Needs ``cc``. The
+engine copies with the package's own compiled loop (``kvcontract.transfer.run_copy``)
+when it was built, else with its Python loop; ``--python-loop`` forces the latter.
 
     python tools/bench_copy_ceiling.py --pages 4K,16K,64K --batches 64,256,1024
 
@@ -39,6 +40,7 @@ from kvcontract import GPULoadStoreSpec
 from kvcontract.transfer import TorchOffloadingWorker
 from kvcontract.transfer.copy_engine import Direction
 from kvcontract.transfer.mapping import BlockMapping
+from kvcontract.transfer.run_copy import compiled_copy_runs
 from kvcontract.transfer.thread_engine import Pages, ThreadCopyEngine
 
 C_LOOP = """
@@ -82,7 +84,9 @@ CopyLoop = Callable[[ThreadCopyEngine, Pages], None]
 REPS = 5
 
 
-def cpu_rounds(rounds: int, pages: Sequence[int], batches: Sequence[int], c_loop: CopyLoop) -> None:
+def cpu_rounds(
+    rounds: int, pages: Sequence[int], batches: Sequence[int], c_loop: CopyLoop, compiled: bool
+) -> None:
     """Print, per cell, engine / memmove, C loop / memmove and engine / C loop in CPU time.
 
     Jobs over 128 MiB are skipped, as in ``bench_transfer``: their ``memmove`` takes glibc's
@@ -91,13 +95,13 @@ def cpu_rounds(rounds: int, pages: Sequence[int], batches: Sequence[int], c_loop
     import torch
 
     torch.set_num_threads(1)
-    python_loop: CopyLoop = ThreadCopyEngine.copy_pages
+    engine_loop: CopyLoop = ThreadCopyEngine.copy_pages
     places = random.Random(0)
     workers: dict[int, tuple[int, torch.Tensor, TorchOffloadingWorker]] = {}
     for page in pages:
         blocks = max(2 * max(batches), bench_transfer.POOL_BYTES // page)
         kv = torch.ones((blocks, page), dtype=torch.uint8)
-        worker = TorchOffloadingWorker([kv], num_host_blocks=blocks)
+        worker = TorchOffloadingWorker([kv], num_host_blocks=blocks, cpu_compiled_loop=compiled)
         worker.host_buffer.fill_(1)
         workers[page] = (blocks, kv, worker)
 
@@ -128,9 +132,9 @@ def cpu_rounds(rounds: int, pages: Sequence[int], batches: Sequence[int], c_loop
             engine.run(direction, mapping)
             return time.thread_time() - start
         finally:
-            setattr(ThreadCopyEngine, "copy_pages", python_loop)
+            setattr(ThreadCopyEngine, "copy_pages", engine_loop)
 
-    loops: list[CopyLoop | None] = [python_loop, c_loop, None]
+    loops: list[CopyLoop | None] = [engine_loop, c_loop, None]
     cells: dict[tuple[int, int, Direction], list[list[float]]] = {}
     for round_ in range(rounds):
         for page in pages:
@@ -160,22 +164,25 @@ def cpu_rounds(rounds: int, pages: Sequence[int], batches: Sequence[int], c_loop
 def main(argv: Sequence[str]) -> int:
     """Compile the loop, swap it in, run ``bench_transfer`` on the CPU with ``argv``."""
     rounds = 0
+    compiled = "--python-loop" not in argv
+    argv = [a for a in argv if a != "--python-loop"]
+    print(f"engine loop: {'compiled' if compiled and compiled_copy_runs else 'Python'}")
     if "--cpu-rounds" in argv:
         at = list(argv).index("--cpu-rounds")
         rounds = int(argv[at + 1])
         argv = [*argv[:at], *argv[at + 2 :]]
     with tempfile.TemporaryDirectory() as directory:
-        python_loop = ThreadCopyEngine.copy_pages
+        engine_loop = ThreadCopyEngine.copy_pages
         use_c_loop(compile_loop(Path(directory)))
         if rounds:
             c_loop = ThreadCopyEngine.copy_pages
-            setattr(ThreadCopyEngine, "copy_pages", python_loop)
+            setattr(ThreadCopyEngine, "copy_pages", engine_loop)
             args = bench_transfer.parse_args(["--device", "cpu", *argv])
             pages = [bench_transfer.parse_size(p) for p in (args.pages or "4K,16K,64K").split(",")]
             batches = [int(b) for b in (args.batches or "64,256,1024").split(",")]
-            cpu_rounds(rounds, pages, batches, c_loop)
+            cpu_rounds(rounds, pages, batches, c_loop, compiled and compiled_copy_runs is not None)
             return 0
-        print("copy loop: C (one memcpy per run), in place of the engine's Python loop")
+        print("copy loop: bare C (one memcpy per run), in place of the engine's loop")
         return bench_transfer.main(["--device", "cpu", *argv])
 
 

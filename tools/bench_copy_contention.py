@@ -8,7 +8,10 @@ and records the gaps between its iterations, and prints jobs finished, GB/s, the
 spinning thread's iterations ("spins": its share of the interpreter) and its longest and
 99.9th-percentile gap.
 
-    python tools/bench_copy_contention.py [--pages 16K,256K,2M] [--seconds 2]
+    python tools/bench_copy_contention.py [--pages 16K,256K,2M] [--seconds 2] [--python-loop]
+
+The engine copies with its compiled loop (the GIL released for a job's copies) when the
+package has it; ``--python-loop`` measures the Python loop, which holds the GIL.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from rich.table import Table
 from bench_transfer import MIB, POOL_BYTES, parse_size
 from kvcontract import BlockIdsSpec, GPULoadStoreSpec
 from kvcontract.transfer import TorchOffloadingWorker
+from kvcontract.transfer.run_copy import compiled_copy_runs
 
 JOB_BYTES = 16 * MIB
 """Bytes per store job unless ``--batch`` says otherwise."""
@@ -51,14 +55,16 @@ class Contention:
     p999_gap_ms: float
 
 
-def measure(page: int, batch: int, seconds: float) -> Contention:
+def measure(page: int, batch: int, seconds: float, compiled_loop: bool | None) -> Contention:
     """Store jobs back to back for ``seconds`` while a second thread spins in Python.
 
     The KV cache and the host buffer hold ``POOL_BYTES`` each, as in ``bench_transfer.py``.
     """
     num_blocks = POOL_BYTES // page
     worker = TorchOffloadingWorker(
-        [torch.ones((num_blocks, page), dtype=torch.uint8)], num_host_blocks=num_blocks
+        [torch.ones((num_blocks, page), dtype=torch.uint8)],
+        num_host_blocks=num_blocks,
+        cpu_compiled_loop=compiled_loop,
     )
     places = random.Random(page)
     gaps: list[float] = []
@@ -108,14 +114,18 @@ def main(argv: Sequence[str]) -> int:
         "--batch", type=int, help=f"blocks per job (default: {JOB_BYTES // MIB} MiB a job)"
     )
     parser.add_argument("--seconds", type=float, default=2.0, help="how long each page size runs")
+    parser.add_argument(
+        "--python-loop", action="store_true", help="copy with the Python loop, not the compiled one"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    table = Table(title="Store jobs with a busy Python thread beside them")
+    loop = "Python" if args.python_loop or compiled_copy_runs is None else "compiled"
+    table = Table(title=f"Store jobs with a busy Python thread beside them ({loop} loop)")
     for column in ("page", "batch", "jobs", "GB/s", "spins", "longest gap ms", "p99.9 gap ms"):
         table.add_column(column, justify="right")
     for page in args.pages:
         batch = args.batch or max(1, JOB_BYTES // page)
-        found = measure(page, batch, args.seconds)
+        found = measure(page, batch, args.seconds, False if args.python_loop else None)
         table.add_row(
             f"{page >> 10} KiB",
             str(found.batch),

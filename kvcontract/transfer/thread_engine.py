@@ -4,13 +4,14 @@ One background thread per direction runs the jobs in order. A job becomes a list
 pages (one block of one tensor: a contiguous run of bytes on both sides); pages that
 follow each other on both sides are merged, and each remaining run is copied once,
 which gathering into a staging buffer and scattering from it cannot (it moves bytes
-twice). A run is a slice assignment on one memoryview that spans every registered
-tensor: about 0.4 µs of Python per run, where a ``ctypes.memmove`` call costs 0.7 µs,
-a quarter of a 16 KiB copy. The copy holds the GIL, so a busy Python thread and the
-copy thread take turns (the interpreter's switch interval, 5 ms by default); a call
-that released the GIL for every run would have to win it back after each one, and
-behind a busy thread each win waits a whole switch interval. Runs longer than
-``GIL_SLICE_BYTES`` are copied a slice at a time, so no single copy holds the GIL long.
+twice). The runs are copied by the compiled loop (``run_copy``) when the package was
+built with a C compiler: one call per job, a ``memmove`` per run, with the GIL released,
+so Python threads run beside the copy. Without it, a run is a slice assignment on one
+memoryview that spans every registered tensor: about 0.4 µs of Python per run (a
+``ctypes.memmove`` call costs 0.7 µs), a quarter of a 16 KiB copy, and the copy holds the
+GIL, so a busy Python thread and the copy thread take turns (the interpreter's switch
+interval, 5 ms by default); runs longer than ``GIL_SLICE_BYTES`` are then copied a slice at
+a time, so no single copy holds the GIL long.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from kvcontract.contracts import TransferResult
 from kvcontract.transfer.copy_engine import CopyEngine, Direction
 from kvcontract.transfer.layout import KVCacheGroup, KVCacheLayout
 from kvcontract.transfer.mapping import BlockMapping, GroupMapping
+from kvcontract.transfer.run_copy import compiled_copy_runs
 
 __all__ = ["GIL_SLICE_BYTES", "Pages", "ThreadCopyEngine"]
 
 GIL_SLICE_BYTES = 1 << 20
-"""Longest single copy under the GIL (about 0.2 ms): longer runs are copied in slices of this size."""
+"""The Python loop's longest single copy under the GIL (about 0.2 ms): longer runs go in slices of this size."""
 
 _log = logging.getLogger(__name__)
 
@@ -48,9 +50,9 @@ class Pages:
     Offsets count from the lowest address of the engine's tensors, the start of its span.
     """
 
-    dst: list[int]
-    src: list[int]
-    sizes: list[int]
+    dst: npt.NDArray[np.int64]
+    src: npt.NDArray[np.int64]
+    sizes: npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -87,13 +89,26 @@ class _GroupAddresses:
 
 
 class ThreadCopyEngine(CopyEngine):
-    """Copies on background threads (one per direction), one slice assignment per contiguous run."""
+    """Copies on background threads (one per direction), one copy per contiguous run.
 
-    def __init__(self, layout: KVCacheLayout, host: torch.Tensor) -> None:
+    ``compiled_loop=None`` copies with the compiled loop when the package has it, ``False``
+    with the Python loop; ``True`` requires the compiled one.
+    """
+
+    def __init__(
+        self, layout: KVCacheLayout, host: torch.Tensor, *, compiled_loop: bool | None = None
+    ) -> None:
         if layout.device.type != "cpu" or host.device.type != "cpu":
             raise ValueError(
                 f"ThreadCopyEngine copies within host memory; the KV caches are on {layout.device}"
             )
+        if compiled_loop and compiled_copy_runs is None:
+            raise ValueError(
+                "compiled_loop=True, but kvcontract was installed without its compiled copy loop "
+                "(no C compiler at install): reinstall it where gcc or cc is on PATH, or pass "
+                "compiled_loop=False"
+            )
+        self._compiled = None if compiled_loop is False else compiled_copy_runs
         self._layout = layout  # keeps alive the memory the copies address by raw pointer
         self._host = host
         self._row_bytes = layout.bytes_per_gpu_block
@@ -127,7 +142,7 @@ class ThreadCopyEngine(CopyEngine):
     @property
     @override
     def name(self) -> str:
-        return "cpu-threads"
+        return "cpu-threads" if self._compiled is not None else "cpu-threads-python-loop"
 
     @override
     def submit(self, job_id: int, direction: Direction, mapping: BlockMapping) -> None:
@@ -176,9 +191,12 @@ class ThreadCopyEngine(CopyEngine):
         return _merged_uniform(dst.ravel(), src.ravel(), at.width)
 
     def copy_pages(self, pages: Pages) -> None:
-        """Copy each run of ``pages`` by memoryview assignment, long runs slice by slice."""
+        """Copy each run of ``pages`` in order: by the compiled loop, else by memoryview assignment."""
+        if self._compiled is not None:
+            self._compiled(self._span, pages.dst, pages.src, pages.sizes)
+            return
         span = self._span
-        for dst, src, size in zip(pages.dst, pages.src, pages.sizes):
+        for dst, src, size in zip(pages.dst.tolist(), pages.src.tolist(), pages.sizes.tolist()):
             if size <= GIL_SLICE_BYTES:
                 span[dst : dst + size] = span[src : src + size]
                 continue
@@ -219,18 +237,19 @@ def _merged(
     """Merge each run into the one before it when both its ends follow on."""
     follows = (dst[1:] == dst[:-1] + sizes[:-1]) & (src[1:] == src[:-1] + sizes[:-1])
     if not follows.any():
-        return Pages(dst.tolist(), src.tolist(), sizes.tolist())
+        return Pages(dst, src, sizes)
     starts = np.flatnonzero(np.concatenate(([True], ~follows)))
     ends = np.append(starts[1:], sizes.size)
     offsets = np.concatenate(([0], np.cumsum(sizes)))
     sizes = offsets[ends] - offsets[starts]
-    return Pages(dst[starts].tolist(), src[starts].tolist(), sizes.tolist())
+    return Pages(dst[starts], src[starts], sizes)
 
 
 def _merged_uniform(dst: npt.NDArray[np.int64], src: npt.NDArray[np.int64], width: int) -> Pages:
     """``_merged`` for runs that all have ``width`` bytes, without a sizes column."""
     follows = dst[1:] - dst[:-1] == width
     follows &= src[1:] - src[:-1] == width
+    sizes = np.full_like(dst, width)
     if not np.count_nonzero(follows):
-        return Pages(dst.tolist(), src.tolist(), [width] * dst.size)
-    return _merged(dst, src, np.full_like(dst, width))
+        return Pages(dst, src, sizes)
+    return _merged(dst, src, sizes)

@@ -56,9 +56,12 @@ class TorchOffloadingWorker(OffloadingWorker):
         pin_memory: bool | None = None,
         shared_memory_path: str | None = None,
         cuda_zero_copy: bool | None = None,
+        cpu_compiled_loop: bool | None = None,
     ) -> None:
         """``pin_memory=None`` pins when the KV caches are on CUDA; ``cuda_zero_copy=None``
-        lets kernels address the host buffer when it allows (``False`` forces memcpy)."""
+        lets kernels address the host buffer when it allows (``False`` forces memcpy);
+        ``cpu_compiled_loop=None`` copies host-memory jobs with the compiled loop when the
+        package has it (``False`` forces the Python loop, ``True`` requires the compiled one)."""
         self._layout = KVCacheLayout.of(
             kv_caches, kv_first=kv_first, blocks_per_offload_block=blocks_per_offload_block
         )
@@ -73,7 +76,9 @@ class TorchOffloadingWorker(OffloadingWorker):
         self._engine: CopyEngine = (
             CudaCopyEngine(self._layout, self._host.tensor, zero_copy=cuda_zero_copy)
             if on_cuda
-            else ThreadCopyEngine(self._layout, self._host.tensor)
+            else ThreadCopyEngine(
+                self._layout, self._host.tensor, compiled_loop=cpu_compiled_loop
+            )
         )
         self._unreported: set[int] = set()
         self._closed = False
@@ -99,7 +104,8 @@ class TorchOffloadingWorker(OffloadingWorker):
 
     @property
     def copy_path(self) -> str:
-        """How blocks are copied: ``cpu-threads``, ``cuda-zero-copy`` or ``cuda-memcpy``."""
+        """How blocks are copied: ``cpu-threads`` (the compiled loop), ``cpu-threads-python-loop``,
+        ``cuda-zero-copy`` or ``cuda-memcpy``."""
         return self._engine.name
 
     @override

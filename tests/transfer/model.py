@@ -7,6 +7,7 @@ The reference model is written from the documented host layout alone: host row
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,11 +16,14 @@ import torch
 from hypothesis import strategies as st
 
 from kvcontract.transfer import TorchOffloadingWorker
+from kvcontract.transfer.run_copy import compiled_copy_runs
 
 __all__ = [
     "BACKENDS",
     "assert_loaded",
     "Backend",
+    "CPU_BACKENDS",
+    "NEEDS_COMPILED_LOOP",
     "GroupShape",
     "Scenario",
     "block_bytes",
@@ -35,10 +39,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Backend:
-    """Where the KV caches live, and for CUDA whether kernels copy straight to host memory."""
+    """Where the KV caches live, for CUDA whether kernels copy straight to host memory, and
+    for the CPU whether the compiled loop copies."""
 
     device: str
     zero_copy: bool | None = None
+    compiled_loop: bool | None = None
 
     def worker(
         self,
@@ -57,13 +63,27 @@ class Backend:
             kv_first=kv_first,
             shared_memory_path=shared_memory_path,
             cuda_zero_copy=self.zero_copy,
+            cpu_compiled_loop=self.compiled_loop,
         )
 
 
+NEEDS_COMPILED_LOOP = pytest.mark.skipif(
+    compiled_copy_runs is None
+    and "compiled" not in os.environ.get("KVCONTRACT_REQUIRE", "").split(","),
+    reason="kvcontract's compiled copy loop was not built (no C compiler at install); "
+    "KVCONTRACT_REQUIRE=compiled makes this a failure",
+)
+"""Skips without the compiled copy loop, unless ``KVCONTRACT_REQUIRE=compiled`` (CI) runs the test to fail."""
+
 _NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
+CPU_BACKENDS = [
+    pytest.param(Backend("cpu", compiled_loop=True), id="cpu", marks=NEEDS_COMPILED_LOOP),
+    pytest.param(Backend("cpu", compiled_loop=False), id="cpu-python-loop"),
+]
+
 BACKENDS = [
-    pytest.param(Backend("cpu"), id="cpu"),
+    *CPU_BACKENDS,
     pytest.param(Backend("cuda", zero_copy=True), id="cuda-zero-copy", marks=_NO_CUDA),
     pytest.param(Backend("cuda", zero_copy=False), id="cuda-memcpy", marks=_NO_CUDA),
 ]

@@ -14,12 +14,18 @@ import torch
 
 from kvcontract import BlockIdsSpec, ContractViolation, GPULoadStoreSpec, LoadStoreSpec
 from kvcontract.transfer import TorchOffloadingWorker
-from kvcontract.transfer import graphed_copy
+from kvcontract.transfer import graphed_copy, thread_engine
 from kvcontract.transfer.cuda_engine import CudaCopyEngine
 from kvcontract.transfer.copy_engine import Direction
 from kvcontract.transfer.staged_copy import PreparedJob
 from kvcontract.transfer.thread_engine import GIL_SLICE_BYTES, Pages, ThreadCopyEngine
-from tests.transfer.model import BACKENDS, Backend, same_bytes
+from tests.transfer.model import (
+    BACKENDS,
+    CPU_BACKENDS,
+    NEEDS_COMPILED_LOOP,
+    Backend,
+    same_bytes,
+)
 
 GATE_SECONDS = 30
 """How long a gated copy waits for the test before failing it (a safety net, not a timing)."""
@@ -178,14 +184,36 @@ def test_after_shutdown_jobs_are_finished_and_new_ones_refused(
     cpu_worker.shutdown()
 
 
-def test_a_run_longer_than_a_gil_slice_is_copied_whole() -> None:
+def test_the_cpu_loop_is_the_compiled_one_when_built_and_can_be_required(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    python = TorchOffloadingWorker(kv_cache("cpu"), num_host_blocks=2, cpu_compiled_loop=False)
+    python.shutdown()
+    assert python.copy_path == "cpu-threads-python-loop"
+    monkeypatch.setattr(thread_engine, "compiled_copy_runs", None)
+    with pytest.raises(ValueError, match="installed without its compiled copy loop .* or pass compiled_loop=False"):
+        TorchOffloadingWorker(kv_cache("cpu"), num_host_blocks=2, cpu_compiled_loop=True)
+    unbuilt = TorchOffloadingWorker(kv_cache("cpu"), num_host_blocks=2)
+    unbuilt.shutdown()
+    assert unbuilt.copy_path == "cpu-threads-python-loop"
+
+
+@NEEDS_COMPILED_LOOP
+def test_a_built_package_copies_with_the_compiled_loop_by_default() -> None:
+    worker = TorchOffloadingWorker(kv_cache("cpu"), num_host_blocks=2)
+    worker.shutdown()
+    assert worker.copy_path == "cpu-threads"
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_a_run_longer_than_a_gil_slice_is_copied_whole(backend: Backend) -> None:
     block_bytes = 3 * 4096 + 8
     num_blocks = 2 * GIL_SLICE_BYTES // block_bytes + 3
     generator = torch.Generator().manual_seed(3)
     kv = torch.randint(0, 256, (num_blocks, block_bytes), dtype=torch.uint8, generator=generator)
     back = torch.zeros_like(kv)
-    storer = TorchOffloadingWorker([kv], num_host_blocks=num_blocks)
-    loader = TorchOffloadingWorker([back], num_host_blocks=num_blocks)
+    storer = backend.worker([kv], num_host_blocks=num_blocks)
+    loader = backend.worker([back], num_host_blocks=num_blocks)
     try:
         every = list(range(num_blocks))
         assert storer.submit_store(1, GPULoadStoreSpec(every), BlockIdsSpec(every))
@@ -274,7 +302,7 @@ def test_workers_on_one_shared_memory_file_see_each_others_blocks(
     path = str(tmp_path / "host")
     source, target = kv_cache(backend.device, seed=3), kv_cache(backend.device, seed=4)
     # A file may refuse pinning (then pageable and memcpy), so zero-copy is not required here.
-    either_way = Backend(backend.device, False if backend.zero_copy is False else None)
+    either_way = dataclasses.replace(backend, zero_copy=None if backend.zero_copy else backend.zero_copy)
     storer = either_way.worker(source, num_host_blocks=4, shared_memory_path=path)
     loader = either_way.worker(target, num_host_blocks=4, shared_memory_path=path)
     try:
