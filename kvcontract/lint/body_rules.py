@@ -56,6 +56,29 @@ def _bound_names(target: ast.AST) -> Iterator[str]:
             yield node.id
 
 
+def _parameter_names(args: ast.arguments) -> set[str]:
+    named = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+    return {arg.arg for arg in named if arg is not None}
+
+
+def _shadowed(node: ast.Name, parents: dict[ast.AST, ast.AST], func: ast.AST) -> bool:
+    """Whether ``node`` names something the method's parameter is hidden behind: a
+    comprehension's target (outside its first source, which the enclosing scope evaluates)
+    or a nested function's or lambda's parameter."""
+    child: ast.AST = node
+    parent = parents.get(child)
+    while parent is not None and parent is not func:
+        if isinstance(parent, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            bound = {name for g in parent.generators for name in _bound_names(g.target)}
+            if node.id in bound and not any(n is node for n in ast.walk(parent.generators[0].iter)):
+                return True
+        if isinstance(parent, _FUNCTIONS) and node.id in _parameter_names(parent.args):
+            return True
+        child = parent
+        parent = parents.get(child)
+    return False
+
+
 def _rebinds(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[int]]:
     """Lines where each name is (re)bound in the function body, comprehensions excluded."""
     out: dict[str, list[int]] = {}
@@ -120,7 +143,7 @@ def redundant_materializations(func: ast.FunctionDef | ast.AsyncFunctionDef, par
         if len(node.args) != 1 or node.keywords:
             continue
         arg = node.args[0]
-        if not isinstance(arg, ast.Name) or arg.id not in params:
+        if not isinstance(arg, ast.Name) or arg.id not in params or _shadowed(arg, parents, func):
             continue
         if any(line < node.lineno for line in rebinds.get(arg.id, ())):
             continue
@@ -233,6 +256,8 @@ def iterable_reuses(func: ast.FunctionDef | ast.AsyncFunctionDef, params: frozen
     uses: dict[str, list[ast.Name]] = {}
     for node in ast.walk(func):
         if isinstance(node, ast.Name) and node.id in params and isinstance(node.ctx, ast.Load):
+            if _shadowed(node, parents, func):
+                continue
             if not any(line <= node.lineno for line in rebinds.get(node.id, ())):
                 uses.setdefault(node.id, []).append(node)
     out: list[Reuse] = []

@@ -130,6 +130,8 @@ def test_kvc004_negative(tmp_path: Path, body: str) -> None:
         "        for k in keys:\n            print(k)\n        print(sorted(keys))\n",
         "        while True:\n            print(list(keys))\n",
         "        print([k in keys for k in range(3)])\n",
+        "        print([k for keys in [1] for k in keys], keys[0])\n",
+        "        print([k for k in keys if k], len(keys))\n",
     ],
 )
 def test_kvc005_positive(tmp_path: Path, body: str) -> None:
@@ -145,6 +147,8 @@ def test_kvc005_positive(tmp_path: Path, body: str) -> None:
         "        print(sum(1 for _ in keys))\n",
         "        if req_context.req_id:\n            print(list(keys))\n        else:\n            print(sorted(keys))\n",
         "        if req_context.req_id:\n            for k in keys:\n                print(k)\n            return\n        print(list(keys))\n",
+        "        done = list(keys)\n        held = {'r': {done[0]}}\n        print(next(r for r, keys in held.items() if done[0] in keys))\n",
+        "        done = list(keys)\n        print([len(keys) for keys in [done]], (lambda keys: keys[0])(done))\n",
     ],
 )
 def test_kvc005_negative(tmp_path: Path, body: str) -> None:
