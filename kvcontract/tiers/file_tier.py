@@ -179,9 +179,14 @@ class FileTier(SecondaryTier):
                 self._active_jobs.discard(job.job_id)
                 return False
             progress = _JobProgress(job.job_id, remaining=len(new), store_order=list(new))
-            for key, host_id in new.items():
-                block = BlockStatus(next(self._block_ids))
+            # A job's keys come in chain order; inserted last to first, the chain's head is the
+            # most recent, so eviction takes a chain from its tail and what stays is a prefix
+            # a lookup can still reach (as vLLM's reversed touch does for its CPU blocks).
+            blocks = {key: BlockStatus(next(self._block_ids)) for key in reversed(new)}
+            for key, block in blocks.items():
                 self._policy.insert(key, block)
+            for key, host_id in new.items():
+                block = blocks[key]
                 task = functools.partial(self._store_block, progress, key, block, host_id)
                 if key in self._deleting:
                     self._stores_behind_delete.setdefault(key, []).append(task)

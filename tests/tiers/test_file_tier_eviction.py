@@ -53,6 +53,17 @@ def test_lru_evicts_the_least_recently_used_and_deletes_its_file(
     assert block_files(tier) == 4 == len(tier)
 
 
+@pytest.mark.parametrize("policy", available_policies())
+def test_a_full_tier_evicts_a_stored_chain_from_its_tail(
+    make_tier: MakeTier, job_ids: Iterator[int], policy: str
+) -> None:
+    tier = make_tier(capacity=4, policy=policy)
+    chain = [key(i) for i in range(4)]
+    store(tier, job_ids, chain, [0, 1, 2, 3])
+    store(tier, job_ids, [key(4), key(5)], [4, 5])
+    assert [tier.lookup(k) for k in chain] == [LookupResult.HIT] * 2 + [LookupResult.MISS] * 2
+
+
 def test_a_store_larger_than_the_capacity_is_refused(make_tier: MakeTier) -> None:
     tier = make_tier(capacity=2)
     assert not tier.submit_store(TierJob(1, [key(0), key(1), key(2)], [0, 1, 2]))
