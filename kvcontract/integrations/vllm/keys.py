@@ -11,19 +11,25 @@ are the same bytes (block hash, then the 4-byte big-endian group index).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import cast
+from typing import TypeVar, cast
 
 from vllm.v1.kv_offload.base import OffloadKey as VLLMOffloadKey
 
 from kvcontract.contracts import OffloadKey
 
-__all__ = ["as_contract_keys", "as_vllm_keys"]
+__all__ = ["as_contract_keys", "as_key_sequence", "as_vllm_keys"]
+
+_Key = TypeVar("_Key", bound=bytes)
+
+
+def as_key_sequence(keys: Collection[_Key]) -> Sequence[_Key]:
+    """``keys`` as a ``Sequence`` of the same keys: lists and tuples as they are, else one tuple."""
+    return keys if isinstance(keys, (list, tuple)) else tuple(keys)
 
 
 def as_contract_keys(keys: Collection[VLLMOffloadKey]) -> Sequence[OffloadKey]:
     """``keys`` as a ``Sequence`` of kvcontract keys: lists and tuples as they are, else one tuple."""
-    ordered = keys if isinstance(keys, (list, tuple)) else tuple(keys)
-    return cast("Sequence[OffloadKey]", ordered)  # same bytes in both NewTypes (module docstring)
+    return cast("Sequence[OffloadKey]", as_key_sequence(keys))  # same bytes in both NewTypes (module docstring)
 
 
 def as_vllm_keys(keys: Sequence[OffloadKey]) -> list[VLLMOffloadKey]:

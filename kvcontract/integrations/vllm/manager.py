@@ -20,15 +20,18 @@ vLLM's scheduler calls differ from kvcontract's contract in four ways, mapped he
 
 Hot path: ``lookup`` runs once per block and every other method once per call, so each
 reads the previous request's state from a one-entry cache inline, calls inner methods
-bound and typed once, and compares answers by identity; measured by
+bound and typed once (for vLLM's keys, so nothing converts a list), compares answers by
+identity, and makes one object per request (kvcontract's context, which also holds the
+request's keys) and only the value objects vLLM reads; measured by
 ``tools/bench_vllm_adapter.py`` (figures and where the time goes in docs/vllm.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
-from typing import cast
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Protocol, cast
 
 from typing_extensions import override
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import OffloadingConnectorStats
@@ -41,10 +44,10 @@ from vllm.v1.kv_offload.base import ReqContext as VLLMReqContext
 from vllm.v1.kv_offload.base import RequestOffloadingContext, ScheduleEndContext
 from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
-from kvcontract.contracts import LookupResult, OffloadingManager, OffloadKey, ReqContext
+from kvcontract.contracts import LoadStoreSpec, LookupResult, OffloadingManager, ReqContext
 from kvcontract.integrations.vllm.events import as_vllm_events
 from kvcontract.integrations.vllm.host_spec import KVContractHostSpec
-from kvcontract.integrations.vllm.keys import as_contract_keys, as_vllm_keys
+from kvcontract.integrations.vllm.keys import as_key_sequence
 from kvcontract.integrations.vllm.stats import StatsReporter
 from kvcontract.integrations.vllm.steps import find_work_between_steps
 
@@ -55,18 +58,61 @@ _V_HIT, _V_MISS = VLLMLookupResult.HIT, VLLMLookupResult.MISS
 _V_PENDING, _V_RETRY = VLLMLookupResult.HIT_PENDING, VLLMLookupResult.RETRY
 
 
-@dataclass(eq=False, slots=True)
-class _Request:
-    """Per-request state on vLLM's context: kvcontract's context and the keys the request used so far."""
+@dataclass(eq=False)
+class _Request(ReqContext):
+    """kvcontract's context of one vLLM request (state on vLLM's context), with the keys the request used so far."""
 
-    context: ReqContext
-    keys: Sequence[OffloadKey] = ()
-    seen: set[OffloadKey] | None = None
+    keys: Sequence[VLLMOffloadKey] = field(default=(), repr=False)
+    seen: set[VLLMOffloadKey] | None = field(default=None, repr=False)
     """The set of ``keys`` once a second call merged them: each later call hashes only its own keys."""
 
 
-_NO_REQUEST = _Request(ReqContext("kvcontract-no-request"))
+class _StoreOutput(Protocol):
+    """kvcontract's ``PrepareStoreOutput`` as the adapter reads it, its keys typed as vLLM's (the same bytes)."""
+
+    @property
+    def keys_to_store(self) -> Sequence[VLLMOffloadKey]:
+        """The keys to write."""
+        ...
+
+    @property
+    def store_spec(self) -> LoadStoreSpec:
+        """Where to write them."""
+        ...
+
+    @property
+    def evicted_keys(self) -> Sequence[VLLMOffloadKey]:
+        """What was evicted for them."""
+        ...
+
+
+_NO_REQUEST = _Request("kvcontract-no-request")
 """What the one-request cache holds while no vLLM context is cached (``_last_vllm`` is ``None``)."""
+
+_NO_PARAMS: Mapping[str, object] = MappingProxyType({})
+"""The parameters of a request vLLM gave none (shared: nothing writes a context's parameters)."""
+
+_CHUNK_LEVEL = RequestOffloadingContext()
+"""``on_new_request``'s answer for every request: vLLM only reads its ``policy`` (shared, never written)."""
+
+
+def _merged(request: _Request, keys: Sequence[VLLMOffloadKey]) -> list[VLLMOffloadKey]:
+    """``request``'s keys so far (not empty), then ``keys``; a key offered twice keeps its first position.
+
+    The usual call has no such key and pays one concatenation and the hashing of its own
+    keys (of all keys so far, once, on the second call); only a repeat rebuilds the list.
+    """
+    done = request.keys
+    merged = [*done, *keys]
+    seen = request.seen
+    if seen is None:
+        seen = request.seen = set(merged)
+        fresh = len(seen) == len(merged)
+    else:
+        before = len(seen)
+        seen.update(keys)
+        fresh = before == len(done) and len(seen) == before + len(keys)
+    return merged if fresh else list(dict.fromkeys(merged))
 
 
 class KVContractOffloadingManager(VLLMOffloadingManager):
@@ -91,9 +137,16 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         self._complete_store = cast(
             "Callable[[Collection[VLLMOffloadKey], ReqContext, bool], None]", inner.complete_store
         )  # same bytes; a Collection is the contract's Iterable
-        self._prepare_load = inner.prepare_load
-        self._prepare_store = inner.prepare_store
-        self._touch = inner.touch
+        self._prepare_load = cast(
+            "Callable[[Sequence[VLLMOffloadKey], ReqContext], LoadStoreSpec]", inner.prepare_load
+        )  # same bytes in both OffloadKey NewTypes
+        self._prepare_store = cast(
+            "Callable[[Sequence[VLLMOffloadKey], ReqContext], _StoreOutput | None]", inner.prepare_store
+        )  # same bytes; kvcontract's PrepareStoreOutput has _StoreOutput's fields
+        self._touch = cast(
+            "Callable[[Sequence[VLLMOffloadKey], ReqContext], None]", inner.touch
+        )  # same bytes in both OffloadKey NewTypes
+        self._finished = inner.on_request_finished
         self._last_vllm: VLLMReqContext | None = None
         self._last = _NO_REQUEST
         self._between_steps = find_work_between_steps(inner)
@@ -107,8 +160,7 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         """The request's state, made on its first call; every method reads ``_last`` first, inline."""
         state = req_context.get_state(_Request)
         if state is None:
-            params = req_context.kv_transfer_params or {}
-            state = _Request(ReqContext(req_context.req_id, params))
+            state = _Request(req_context.req_id, req_context.kv_transfer_params or _NO_PARAMS)
             req_context.set_state(state)
         self._last_vllm, self._last = req_context, state
         return state
@@ -116,12 +168,11 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
     @override
     def on_new_request(self, req_context: VLLMReqContext) -> RequestOffloadingContext:
         self._request(req_context)
-        return RequestOffloadingContext()
+        return _CHUNK_LEVEL
 
     @override
     def lookup(self, key: VLLMOffloadKey, req_context: VLLMReqContext) -> VLLMLookupResult:
-        request = self._last if req_context is self._last_vllm else self._request(req_context)
-        result = self._lookup(key, request.context)
+        result = self._lookup(key, self._last if req_context is self._last_vllm else self._request(req_context))
         if result is _HIT:
             return _V_HIT
         if result is _MISS:
@@ -135,53 +186,39 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
     @override
     def prepare_load(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> KVContractHostSpec:
         request = self._last if req_context is self._last_vllm else self._request(req_context)
-        ordered = as_contract_keys(keys)
-        spec = self._prepare_load(ordered, request.context)
-        self._commit_recency(request, ordered)
+        ordered = keys if isinstance(keys, list) else as_key_sequence(keys)
+        spec = self._prepare_load(ordered, request)
+        # Recency as vLLM ranks it: every key loaded or offered so far, first key most recent.
+        request.keys = ordered = _merged(request, ordered) if request.keys else ordered
+        self._touch(ordered, request)
         return KVContractHostSpec(spec)
-
-    def _commit_recency(self, request: _Request, keys: Sequence[OffloadKey]) -> None:
-        """Touch everything ``request`` loaded or offered so far, ``keys`` last, first key most recent.
-
-        A key offered twice keeps its first position. The usual call has no such key and
-        pays one concatenation and the hashing of its own keys; only a repeat rebuilds the list.
-        """
-        done = request.keys
-        if done:
-            seen = request.seen
-            if seen is None:
-                seen = request.seen = set(done)
-            before = len(seen)
-            seen.update(keys)
-            if before == len(done) and len(seen) == before + len(keys):
-                keys = [*done, *keys]
-            else:
-                keys = list(dict.fromkeys([*done, *keys]))
-        request.keys = keys
-        self._touch(keys, request.context)
 
     @override
     def touch(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> None:
         request = self._last if req_context is self._last_vllm else self._request(req_context)
-        self._touch(as_contract_keys(keys), request.context)
+        self._touch(keys if isinstance(keys, list) else as_key_sequence(keys), request)
 
     @override
     def complete_load(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> None:
         request = self._last if req_context is self._last_vllm else self._request(req_context)
-        self._complete_load(keys, request.context)
+        self._complete_load(keys, request)
 
     @override
     def prepare_store(
         self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext
     ) -> VLLMPrepareStoreOutput | None:
         request = self._last if req_context is self._last_vllm else self._request(req_context)
-        ordered = as_contract_keys(keys)
-        output = self._prepare_store(ordered, request.context)
-        self._commit_recency(request, ordered)
+        ordered = keys if isinstance(keys, list) else as_key_sequence(keys)
+        output = self._prepare_store(ordered, request)
+        request.keys = ordered = _merged(request, ordered) if request.keys else ordered
+        self._touch(ordered, request)
         if output is None:
             return None
+        stored, evicted = output.keys_to_store, output.evicted_keys
         return VLLMPrepareStoreOutput(
-            as_vllm_keys(output.keys_to_store), KVContractHostSpec(output.store_spec), as_vllm_keys(output.evicted_keys)
+            stored if isinstance(stored, list) else list(stored),
+            KVContractHostSpec(output.store_spec),
+            evicted if isinstance(evicted, list) else list(evicted),
         )
 
     @override
@@ -189,14 +226,14 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext, success: bool = True
     ) -> None:
         request = self._last if req_context is self._last_vllm else self._request(req_context)
-        self._complete_store(keys, request.context, success)
+        self._complete_store(keys, request, success)
 
     @override
     def on_request_finished(self, req_context: VLLMReqContext) -> None:
         request = self._last if req_context is self._last_vllm else self._request(req_context)
         request.keys = ()
         request.seen = None
-        self._inner.on_request_finished(request.context)
+        self._finished(request)
         self._last_vllm, self._last = None, _NO_REQUEST
 
     @override
