@@ -1,7 +1,10 @@
 """The host-memory manager: a pool of block ids, reference counts, and a pluggable eviction policy.
 
-The manager owns the block table (key to ``BlockStatus``) and the reference counts; the
-policy holds the same ``BlockStatus`` objects and only decides the order of eviction. So
+The manager owns the reference counts; the policy holds the same ``BlockStatus`` objects
+and decides the order of eviction. A built-in policy (a ``PolicyBase``) keeps the block
+table (key to ``BlockStatus``) and the manager reads it (``PolicyBase.blocks``): one table
+to fill and empty per block instead of two, which cut a tenth of the replay's time; for
+any other policy the manager keeps its own copy. So
 the manager crosses into the policy once per request (``insert_many``, ``touch``,
 ``evict``); lookups, pins and completions are the manager's own. Those three calls skip
 the runtime contract checks (:func:`kvcontract.enforce.unchecked`): the strict gate
@@ -14,7 +17,8 @@ store another request owns) changes nothing: completions check the whole batch f
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Sequence
+from itertools import filterfalse
+from collections.abc import Iterable, Mapping, Sequence
 
 from typing_extensions import override
 
@@ -32,6 +36,7 @@ from kvcontract.contracts import (
 )
 from kvcontract.enforce import unchecked
 from kvcontract.policies import make_policy
+from kvcontract.policies.base import PolicyBase
 
 __all__ = ["CPUOffloadingManager"]
 
@@ -65,9 +70,16 @@ class CPUOffloadingManager(OffloadingManager):
         self._policy_touch = unchecked(policy.touch)
         self._policy_evict = unchecked(policy.evict)
         self._policy_insert_many = unchecked(policy.insert_many)
-        self._blocks: dict[OffloadKey, BlockStatus] = {}
-        self._stores: dict[str, set[OffloadKey]] = {}
-        """The keys of the stores in flight, by the ``req_id`` that prepared them: together, the blocks with ``ref_cnt`` -1."""
+        self._own_blocks: dict[OffloadKey, BlockStatus] | None = None
+        """The manager's own block table, for a policy that is not a ``PolicyBase``; else ``None``."""
+        self._blocks: Mapping[OffloadKey, BlockStatus]
+        if isinstance(policy, PolicyBase):
+            self._blocks = policy.blocks
+        else:
+            self._blocks = self._own_blocks = {}
+        self._stores: dict[str, list[OffloadKey]] = {}
+        """The keys of the stores in flight, by the ``req_id`` that prepared them, in the order
+        ``prepare_store`` returned them: together, the blocks with ``ref_cnt`` -1."""
         self._spare: list[BlockStatus] = []
         self._never_used = 0
         self._events: list[OffloadingEvent] | None = [] if enable_events else None
@@ -144,7 +156,7 @@ class CPUOffloadingManager(OffloadingManager):
     ) -> PrepareStoreOutput | None:
         blocks = self._blocks
         protected = frozenset(keys)
-        new = [key for key in keys if key not in blocks]
+        new = list(filterfalse(blocks.__contains__, keys))  # C-level filter: a tenth fewer instructions per key
         if len(protected) != len(keys):
             new = list(dict.fromkeys(new))
         spare = self._spare
@@ -159,15 +171,16 @@ class CPUOffloadingManager(OffloadingManager):
             if self._events is not None:
                 self._events.append(OffloadingEvent(evicted_keys, MEDIUM, removed=True))
         fresh = self._allocate(len(new))
-        for key, block in zip(new, fresh):
-            blocks[key] = block
+        for block in fresh:
             block.ref_cnt = -1
+        if self._own_blocks is not None:
+            self._own_blocks.update(zip(new, fresh))
         if new:
             owned = self._stores.get(req_context.req_id)
             if owned is None:
-                self._stores[req_context.req_id] = set(new)
+                self._stores[req_context.req_id] = new.copy()
             else:
-                owned.update(new)
+                owned.extend(new)
         self._policy_insert_many(new, fresh)
         return PrepareStoreOutput(new, BlockIdsSpec([block.block_id for block in fresh]), evicted_keys)
 
@@ -177,41 +190,27 @@ class CPUOffloadingManager(OffloadingManager):
     ) -> None:
         blocks = self._blocks
         done = list(keys)
-        try:
-            found = list(map(blocks.__getitem__, done))
-        except KeyError:
-            found = []
-        if len(found) != len(done) or len(set(done)) != len(done):
-            why = _unstorable(done, list(map(blocks.get, done)))
-            raise ValueError(f"complete_store: {why}; nothing was completed")
-        landing = [block for block in found if block.ref_cnt < 0]
-        pending = (
-            done if len(landing) == len(done)
-            else [key for key, block in zip(done, found) if block.ref_cnt < 0]
-        )
-        if pending:
-            caller = req_context.req_id
-            owned = self._stores.get(caller)
-            if owned is None or not owned.issuperset(pending):
-                key = next(key for key in pending if owned is None or key not in owned)
-                owner = next(req_id for req_id, held in self._stores.items() if key in held)
-                raise ValueError(
-                    f"complete_store: the store of block {key!r} belongs to {owner!r}, not "
-                    f"{caller!r}; only the request that prepared a store completes it (nothing was completed)"
-                )
-            owned.difference_update(pending)
-            if not owned:
-                del self._stores[caller]
+        caller = req_context.req_id
+        owned = self._stores.get(caller)
+        if owned is not None and owned == done:
+            # The usual call names the stores its request has in flight as prepare_store returned
+            # them: one list comparison (by identity first) proves what _claim checks key by key.
+            del self._stores[caller]
+            pending = done
+        else:
+            pending = self._claim(done, caller)
         if success:
             if pending and self._events is not None:
                 self._events.append(OffloadingEvent(pending, MEDIUM, removed=False))
-            for block in landing:
-                block.ref_cnt = 0
+            for key in pending:
+                blocks[key].ref_cnt = 0
             self._stored += len(pending)
             return
+        failed = [blocks[key] for key in pending]
         for key in pending:
             self._policy.remove(key)
-            self._spare.append(blocks.pop(key))
+        self._drop_own(pending)
+        self._spare.extend(failed)
         self._failed_stores += len(pending)
 
     @override
@@ -238,12 +237,14 @@ class CPUOffloadingManager(OffloadingManager):
     def reset_cache(self) -> None:
         blocks = self._blocks
         dropped = [key for key, block in blocks.items() if block.ref_cnt == 0]
+        freed = [blocks[key] for key in dropped]
         if len(dropped) == len(blocks):
             self._policy.clear()
         else:
             for key in dropped:
                 self._policy.remove(key)
-        self._spare.extend(blocks.pop(key) for key in dropped)
+        self._drop_own(dropped)
+        self._spare.extend(freed)
         if dropped and self._events is not None:
             self._events.append(OffloadingEvent(dropped, MEDIUM, removed=True))
 
@@ -253,6 +254,43 @@ class CPUOffloadingManager(OffloadingManager):
             f"CPUOffloadingManager(capacity={self._capacity}, used={len(self._blocks)}, "
             f"policy={self._policy!r})"
         )
+
+    def _claim(self, done: list[OffloadKey], caller: str) -> list[OffloadKey]:
+        """The keys of ``done`` whose stores are in flight, released from ``caller``'s stores; raises having changed nothing.
+
+        Every key must be held and named once, and every store in flight among them must be
+        ``caller``'s; keys already readable are completed again without effect.
+        """
+        blocks = self._blocks
+        try:
+            found = list(map(blocks.__getitem__, done))
+        except KeyError:
+            found = []
+        if len(found) != len(done) or len(set(done)) != len(done):
+            why = _unstorable(done, list(map(blocks.get, done)))
+            raise ValueError(f"complete_store: {why}; nothing was completed")
+        pending = [key for key, block in zip(done, found) if block.ref_cnt < 0]
+        if pending:
+            owned = self._stores.get(caller)
+            if owned is None or not set(owned).issuperset(pending):
+                key = next(key for key in pending if owned is None or key not in owned)
+                owner = next(req_id for req_id, held in self._stores.items() if key in held)
+                raise ValueError(
+                    f"complete_store: the store of block {key!r} belongs to {owner!r}, not "
+                    f"{caller!r}; only the request that prepared a store completes it (nothing was completed)"
+                )
+            completed = set(pending)
+            owned[:] = [key for key in owned if key not in completed]
+            if not owned:
+                del self._stores[caller]
+        return pending
+
+    def _drop_own(self, keys: Iterable[OffloadKey]) -> None:
+        """Take ``keys``, which the policy has dropped, out of the manager's own table if it keeps one."""
+        own = self._own_blocks
+        if own is not None:
+            for key in keys:
+                del own[key]
 
     def _allocate(self, count: int) -> list[BlockStatus]:
         """``count`` free blocks: recycled ones first, then never-used ids."""
@@ -270,12 +308,17 @@ class CPUOffloadingManager(OffloadingManager):
         protected: frozenset[OffloadKey],
     ) -> list[OffloadKey]:
         """Free the victims' blocks and return their keys, checking the policy kept its promises."""
-        blocks = self._blocks
-        keys: list[OffloadKey] = []
-        for key, block in victims:
-            if blocks.pop(key, None) is not block or block.ref_cnt:
-                break
-            keys.append(key)
+        own = self._own_blocks
+        keys: list[OffloadKey]
+        if own is None:
+            # PolicyBase.evict took the victims out of the table it shares with the manager.
+            keys = [key for key, block in victims if not block.ref_cnt]
+        else:
+            keys = []
+            for key, block in victims:
+                if own.pop(key, None) is not block or block.ref_cnt:
+                    break
+                keys.append(key)
         if len(keys) != len(victims) or len(keys) != wanted or not protected.isdisjoint(keys):
             raise RuntimeError(
                 f"policy {self._policy!r} broke the evict() contract: asked for {wanted} victims, "

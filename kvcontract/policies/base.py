@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections import OrderedDict
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from typing import NoReturn, TypeVar
 
 from typing_extensions import override
@@ -62,6 +62,11 @@ class PolicyBase(CachePolicy):
     def capacity(self) -> int:
         """The most blocks this policy holds."""
         return self._capacity
+
+    @property
+    def blocks(self) -> Mapping[OffloadKey, BlockStatus]:
+        """The blocks held, by key: a live read-only view, which the CPU manager reads as its block table."""
+        return self._blocks
 
     @override
     def get(self, key: OffloadKey) -> BlockStatus | None:
@@ -162,8 +167,7 @@ class PolicyBase(CachePolicy):
             )
         if before + len(keys) > self._capacity or not held.keys().isdisjoint(keys):
             self._refuse_insert("insert_many", next((key for key in keys if key in held), keys[0]))
-        for key, block in zip(keys, blocks):
-            held[key] = block
+        held.update(zip(keys, blocks))
         if len(held) != before + len(keys):
             for key in keys:
                 held.pop(key, None)

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from typing_extensions import override
 
-from kvcontract import LookupResult, OffloadingManager, OffloadKey, PrepareStoreOutput, ReqContext
+from kvcontract import CachePolicy, LookupResult, OffloadingManager, OffloadKey, PrepareStoreOutput, ReqContext
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
-from tests.managers.support import snapshot
+from kvcontract.policies import get_policy
+from tests.managers.support import Delegating, snapshot
 from tests.policies.support import key, keys
 from tests.profiles import stateful_settings
 
@@ -48,9 +49,13 @@ class ManagerMachine(RuleBasedStateMachine):
 
     policy_name = "lru"
 
+    def build_policy(self) -> str | CachePolicy:
+        """The policy the manager is built with: by default the built-in one named ``policy_name``."""
+        return self.policy_name
+
     def __init__(self) -> None:
         super().__init__()
-        self.cpu = CPUOffloadingManager(CAPACITY, self.policy_name, enable_events=True)
+        self.cpu = CPUOffloadingManager(CAPACITY, self.build_policy(), enable_events=True)
         self.manager: OffloadingManager = self.cpu
         self.model = Model()
         self.stores: list[tuple[ReqContext, list[OffloadKey]]] = []
@@ -271,6 +276,17 @@ class PrefixReuseManagerMachine(ManagerMachine):
 
 
 @SETTINGS
+class OwnTableARCManagerMachine(ManagerMachine):
+    """ARC behind a plain ``CachePolicy``, so the manager keeps its own block table beside the policy's."""
+
+    policy_name = "arc"
+
+    @override
+    def build_policy(self) -> str | CachePolicy:
+        return Delegating(get_policy(self.policy_name)(CAPACITY))
+
+
+@SETTINGS
 class FilteredPrefixReuseMachine(FilteredMachine):
     policy_name = "prefix_reuse"
 
@@ -280,4 +296,5 @@ TestARCManager = ARCManagerMachine.TestCase
 TestS3FIFOManager = S3FIFOManagerMachine.TestCase
 TestSIEVEManager = SIEVEManagerMachine.TestCase
 TestPrefixReuseManager = PrefixReuseManagerMachine.TestCase
+TestOwnTableARCManager = OwnTableARCManagerMachine.TestCase
 TestFilteredManager = FilteredPrefixReuseMachine.TestCase
