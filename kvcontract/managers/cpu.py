@@ -1,10 +1,12 @@
 """The host-memory manager: a pool of block ids, reference counts, and a pluggable eviction policy.
 
 The manager owns the reference counts; the policy holds the same ``BlockStatus`` objects
-and decides the order of eviction. A built-in policy (a ``PolicyBase``) keeps the block
-table (key to ``BlockStatus``) and the manager reads it (``PolicyBase.blocks``): one table
-to fill and empty per block instead of two, which cut a tenth of the replay's time; for
-any other policy the manager keeps its own copy. So
+and decides the order of eviction. A ``PolicyBase`` that keeps the base's table methods
+(``insert``, ``insert_many``, ``remove``, ``evict``, ``clear``: every built-in policy) keeps
+the block table (key to ``BlockStatus``) and the manager reads it (``PolicyBase.blocks``):
+one table to fill and empty per block instead of two, which cut a tenth of the replay's
+time; for any other policy, a subclass that overrides one of those methods included, the
+manager keeps its own copy. So
 the manager crosses into the policy once per request (``insert_many``, ``touch``,
 ``evict``); lookups, pins and completions are the manager's own. Those three calls skip
 the runtime contract checks (:func:`kvcontract.enforce.unchecked`): the strict gate
@@ -40,6 +42,9 @@ from kvcontract.policies.base import PolicyBase
 
 __all__ = ["CPUOffloadingManager"]
 
+_TABLE_METHODS = ("insert", "insert_many", "remove", "evict", "clear")
+"""The ``PolicyBase`` methods that fill and empty its table: a policy that keeps them all can share it."""
+
 MEDIUM = "CPU"
 
 _BLOCK = operator.itemgetter(1)
@@ -71,9 +76,11 @@ class CPUOffloadingManager(OffloadingManager):
         self._policy_evict = unchecked(policy.evict)
         self._policy_insert_many = unchecked(policy.insert_many)
         self._own_blocks: dict[OffloadKey, BlockStatus] | None = None
-        """The manager's own block table, for a policy that is not a ``PolicyBase``; else ``None``."""
+        """The manager's own block table, unless the policy's table can be shared; else ``None``."""
         self._blocks: Mapping[OffloadKey, BlockStatus]
-        if isinstance(policy, PolicyBase):
+        if isinstance(policy, PolicyBase) and all(
+            getattr(type(policy), name) is getattr(PolicyBase, name) for name in _TABLE_METHODS
+        ):
             self._blocks = policy.blocks
         else:
             self._blocks = self._own_blocks = {}

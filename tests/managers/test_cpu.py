@@ -345,3 +345,20 @@ def test_the_reuse_filter_forwards_refused_completions_unchanged() -> None:
     assert snapshot(inner, UNIVERSE) == before
     manager.complete_store(keys(1), ReqContext("offer-1"))
     assert manager.lookup(key(1), REQUEST) is LookupResult.HIT
+
+
+class KeepsVictimsLRU(LRUPolicy):
+    """Overrides ``evict`` and leaves its victims in the table it would share with the manager."""
+
+    @override
+    def evict(self, n: int, protected: Set[OffloadKey]) -> list[tuple[OffloadKey, BlockStatus]] | None:
+        victims = self._select(n, protected)
+        return None if victims is None else [(key, self.blocks[key]) for key in victims]
+
+
+def test_a_policy_base_that_overrides_a_table_method_does_not_share_its_table() -> None:
+    manager = CPUOffloadingManager(2, KeepsVictimsLRU(8))
+    stored(manager, 1, 2)
+    stored(manager, 3)
+    found = [manager.lookup(key(n), REQUEST) for n in (1, 2, 3)]
+    assert found.count(LookupResult.HIT) == 2 and found.count(LookupResult.MISS) == 1
