@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from kvcontract.metrics import MetricsCollector
-from tests.tiers.redis.support import missing_reason, required
+from tests.required_parts import required
+from tests.tiers.redis.support import missing_reason
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
 needs_redis = pytest.mark.skipif(
-    missing_reason() is not None and not required(), reason=missing_reason() or "Redis parts are missing"
+    missing_reason() is not None and not required("redis"), reason=missing_reason() or "Redis parts are missing"
 )
 """Skips without redis-server or redis-py, unless ``KVCONTRACT_REQUIRE=redis`` makes that a failure."""
 

@@ -7,7 +7,6 @@ The reference model is written from the documented host layout alone: host row
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 
 from kvcontract.transfer import TorchOffloadingWorker
 from kvcontract.transfer.run_copy import compiled_copy_runs
+from tests.required_parts import required
 
 __all__ = [
     "BACKENDS",
@@ -68,8 +68,7 @@ class Backend:
 
 
 NEEDS_COMPILED_LOOP = pytest.mark.skipif(
-    compiled_copy_runs is None
-    and "compiled" not in os.environ.get("KVCONTRACT_REQUIRE", "").split(","),
+    compiled_copy_runs is None and not required("compiled"),
     reason="kvcontract's compiled copy loop was not built (no C compiler at install); "
     "KVCONTRACT_REQUIRE=compiled makes this a failure",
 )

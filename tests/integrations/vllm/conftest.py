@@ -11,8 +11,6 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-REQUIRE_ENV = "KVCONTRACT_REQUIRE"
-
 
 def vllm_missing() -> str | None:
     """Why vLLM's real modules cannot be used here, or ``None`` when they can."""

@@ -17,7 +17,8 @@ from kvcontract.integrations.vllm import KVContractOffloadingManager
 from kvcontract.managers import TieringOffloadingManager
 from kvcontract.tiers import RedisTier
 from tests.integrations.vllm.support import BLOCK_TOKENS, SPEC_PATH, Engine, model_dir, vllm_config
-from tests.tiers.redis.support import REQUIRE_VARIABLE, RedisServer, missing_reason, required
+from tests.required_parts import REQUIRE_VARIABLE, required
+from tests.tiers.redis.support import RedisServer, missing_reason
 
 GPU_BLOCKS = 64
 PROMPT_A = list(range(100))
@@ -28,7 +29,7 @@ PROMPT_C = list(range(1000, 1100))
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     reason = missing_reason()
     if reason is not None:
-        if required():
+        if required("redis"):
             pytest.fail(f"{REQUIRE_VARIABLE} names redis but {reason}")
         pytest.skip(reason)
     server = RedisServer(tmp_path_factory.mktemp("redis"), "--maxmemory-policy", "allkeys-lru")

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from tests.integrations.vllm.conftest import REQUIRE_ENV, VLLM_MISSING
+from tests.integrations.vllm.conftest import VLLM_MISSING
+from tests.required_parts import REQUIRE_VARIABLE, required
 
 
 def test_vllm_is_available() -> None:
     if VLLM_MISSING is None:
         return
-    required = {part.strip() for part in os.environ.get(REQUIRE_ENV, "").split(",")}
-    if "vllm" in required:
-        pytest.fail(f"{REQUIRE_ENV}=vllm, but the vLLM integration tests {VLLM_MISSING}", pytrace=False)
+    if required("vllm"):
+        pytest.fail(f"{REQUIRE_VARIABLE}=vllm, but the vLLM integration tests {VLLM_MISSING}", pytrace=False)
     pytest.skip(f"vLLM integration tests {VLLM_MISSING}")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import os
 import random
 import shutil
 import socket
@@ -31,10 +30,6 @@ _DRAIN_LIMIT_S = 60.0
 """Guards against a hang only: servers start and jobs finish well within them."""
 
 
-REQUIRE_VARIABLE = "KVCONTRACT_REQUIRE"
-"""``KVCONTRACT_REQUIRE=redis`` (CI) turns the skip for missing Redis parts into a failure."""
-
-
 def redis_server_path() -> str | None:
     """``redis-server`` on PATH, or ``None``."""
     return shutil.which("redis-server")
@@ -47,11 +42,6 @@ def missing_reason() -> str | None:
     if importlib.util.find_spec("redis") is None:
         return "redis-py is not installed (pip install 'kvcontract[redis]')"
     return None
-
-
-def required() -> bool:
-    """Whether this run must not skip the Redis tests."""
-    return "redis" in os.environ.get(REQUIRE_VARIABLE, "").split(",")
 
 
 class Commands(Protocol):

@@ -1,0 +1,13 @@
+"""``KVCONTRACT_REQUIRE`` (CI sets it): the real parts whose absence fails a test instead of skipping it."""
+
+from __future__ import annotations
+
+import os
+
+REQUIRE_VARIABLE = "KVCONTRACT_REQUIRE"
+"""Comma-separated parts: ``redis``, ``vllm``, ``compiled`` (the CPU copy engine's compiled loop)."""
+
+
+def required(part: str) -> bool:
+    """Whether this run names ``part`` as one its tests must not skip."""
+    return part in {name.strip() for name in os.environ.get(REQUIRE_VARIABLE, "").split(",")}
