@@ -17,7 +17,7 @@ from vllm.v1.kv_offload.base import OffloadKey as VLLMOffloadKey
 
 from kvcontract.contracts import OffloadKey
 
-__all__ = ["as_contract_keys", "as_key_sequence", "as_vllm_keys"]
+__all__ = ["as_contract_keys", "as_key_list", "as_key_sequence", "as_vllm_keys"]
 
 _Key = TypeVar("_Key", bound=bytes)
 
@@ -32,7 +32,11 @@ def as_contract_keys(keys: Collection[VLLMOffloadKey]) -> Sequence[OffloadKey]:
     return cast("Sequence[OffloadKey]", as_key_sequence(keys))  # same bytes in both NewTypes (module docstring)
 
 
+def as_key_list(keys: Sequence[_Key]) -> list[_Key]:
+    """``keys`` as the ``list`` vLLM's values hold: a list as it is, else one new list."""
+    return keys if isinstance(keys, list) else list(keys)
+
+
 def as_vllm_keys(keys: Sequence[OffloadKey]) -> list[VLLMOffloadKey]:
     """kvcontract keys as the ``list`` vLLM's values hold: a list as it is, else one new list."""
-    listed = keys if isinstance(keys, list) else list(keys)
-    return cast("list[VLLMOffloadKey]", listed)  # same bytes in both NewTypes (module docstring)
+    return cast("list[VLLMOffloadKey]", as_key_list(keys))  # same bytes in both NewTypes (module docstring)

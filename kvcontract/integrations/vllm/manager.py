@@ -47,7 +47,7 @@ from vllm.v1.metrics.cache_hit_source import CacheHitSource
 from kvcontract.contracts import LoadStoreSpec, LookupResult, OffloadingManager, ReqContext
 from kvcontract.integrations.vllm.events import as_vllm_events
 from kvcontract.integrations.vllm.host_spec import KVContractHostSpec
-from kvcontract.integrations.vllm.keys import as_key_sequence
+from kvcontract.integrations.vllm.keys import as_key_list, as_key_sequence
 from kvcontract.integrations.vllm.stats import StatsReporter
 from kvcontract.integrations.vllm.steps import find_work_between_steps
 
@@ -186,7 +186,7 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
     @override
     def prepare_load(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> KVContractHostSpec:
         request = self._last if req_context is self._last_vllm else self._request(req_context)
-        ordered = keys if isinstance(keys, list) else as_key_sequence(keys)
+        ordered = as_key_sequence(keys)
         spec = self._prepare_load(ordered, request)
         # Recency as vLLM ranks it: every key loaded or offered so far, first key most recent.
         request.keys = ordered = _merged(request, ordered) if request.keys else ordered
@@ -196,7 +196,7 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
     @override
     def touch(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> None:
         request = self._last if req_context is self._last_vllm else self._request(req_context)
-        self._touch(keys if isinstance(keys, list) else as_key_sequence(keys), request)
+        self._touch(as_key_sequence(keys), request)
 
     @override
     def complete_load(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> None:
@@ -208,17 +208,16 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext
     ) -> VLLMPrepareStoreOutput | None:
         request = self._last if req_context is self._last_vllm else self._request(req_context)
-        ordered = keys if isinstance(keys, list) else as_key_sequence(keys)
+        ordered = as_key_sequence(keys)
         output = self._prepare_store(ordered, request)
         request.keys = ordered = _merged(request, ordered) if request.keys else ordered
         self._touch(ordered, request)
         if output is None:
             return None
-        stored, evicted = output.keys_to_store, output.evicted_keys
         return VLLMPrepareStoreOutput(
-            stored if isinstance(stored, list) else list(stored),
+            as_key_list(output.keys_to_store),
             KVContractHostSpec(output.store_spec),
-            evicted if isinstance(evicted, list) else list(evicted),
+            as_key_list(output.evicted_keys),
         )
 
     @override
