@@ -264,9 +264,11 @@ class FileTier(SecondaryTier):
         self._dir.close()
 
     def _rebuild_index(self) -> None:
+        # Oldest first; files written within one clock tick share an mtime, and the key
+        # then orders them, so the same files give the same order whatever the directory order.
         found = sorted(
             (block for block in self._dir.scan() if block.payload_len == self._block_bytes),
-            key=lambda block: block.mtime,
+            key=lambda block: (block.mtime, block.key),
         )
         excess = max(0, len(found) - self._capacity)
         for block in found[:excess]:

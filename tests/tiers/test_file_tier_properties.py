@@ -8,6 +8,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import unittest.mock
 from pathlib import Path
 
@@ -32,6 +33,10 @@ HOSTILE = ("symlink-to-a-valid-block", "fifo", "directory", "file-of-another-key
 """What someone who may write the root puts where a block file belongs."""
 _HOLD_LIMIT_S = 60.0
 """Guard against a hang only: a held write is released within the same rule."""
+_WRITE_TICK_NS = 1_000_000
+"""Each written block file's mtime is the last one's plus this: two writes within one clock
+tick share an mtime, and which writes do depends on timing, so a restart's recency order
+(by mtime) would differ between a run and hypothesis' replay of it."""
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -96,6 +101,7 @@ class FileTierMachine(RuleBasedStateMachine):
         self.content: dict[OffloadKey, bytes] = {}
         self.corrupt: set[OffloadKey] = set()
         self.job_ids = itertools.count()
+        self.write_times = itertools.count(time.time_ns(), _WRITE_TICK_NS)
 
     def start(self) -> FileTier:
         """A tier on this machine's root, recording events.
@@ -113,6 +119,8 @@ class FileTierMachine(RuleBasedStateMachine):
         if k in self.failing:
             raise OSError(5, "injected write fault")
         block_file.write_block(at, k, payload)
+        written = next(self.write_times)
+        os.utime(at.name, ns=(written, written), dir_fd=at.directory, follow_symlinks=False)
 
     def forget_missing(self) -> list[OffloadKey]:
         """Drop from the model the keys the tier no longer holds; those keys."""

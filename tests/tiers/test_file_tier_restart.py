@@ -70,6 +70,23 @@ def test_a_restart_keeps_the_newest_blocks_that_fit(
     assert second.lookup(key(4)) is LookupResult.MISS, "the oldest kept block is least recently used"
 
 
+def test_blocks_with_the_same_mtime_are_ordered_by_key(
+    make_tier: MakeTier, job_ids: Iterator[int]
+) -> None:
+    """Files written within one clock tick share an mtime; the key orders them, not the directory."""
+    first = make_tier(capacity=8)
+    store(first, job_ids, [key(i) for i in range(6)], list(range(6)))
+    first.shutdown()
+    directory = BlockDirectory(first.root)
+    for i in range(6):
+        os.utime(directory.path_of(key(i)), (1_000_000, 1_000_000))
+    by_key = sorted(key(i) for i in range(6))
+    second = make_tier(capacity=3)
+    assert sorted(k for k in by_key if second.lookup(k) is LookupResult.HIT) == by_key[3:]
+    store(second, job_ids, [key(9)], [9])
+    assert second.lookup(by_key[3]) is LookupResult.MISS, "the smallest kept key is least recently used"
+
+
 def test_the_scan_drops_bad_files_and_ignores_foreign_ones(
     make_tier: MakeTier, job_ids: Iterator[int]
 ) -> None:
