@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from kvcontract import LookupResult, OffloadingEvent, TierJob
+from kvcontract.tiers import FileTier
 from kvcontract.tiers.block_dir import STALE_TEMP_SECONDS, BlockDirectory
 from tests.tiers.conftest import BLOCK_BYTES, MakeTier, drain, key, pattern
 from tests.tiers.helpers import fill, load, store
@@ -53,17 +54,21 @@ def test_blocks_survive_a_restart(
     assert torch.equal(host[8], pattern(2)) and torch.equal(host[9], pattern(0))
 
 
+def restart_with_mtimes(make_tier: MakeTier, job_ids: Iterator[int], stamps: list[int]) -> FileTier:
+    """Store ``key(i)`` for each of ``stamps``, give its file the mtime ``stamps[i]``, and restart at capacity 3."""
+    first = make_tier(capacity=8)
+    store(first, job_ids, [key(i) for i in range(len(stamps))], list(range(len(stamps))))
+    first.shutdown()
+    directory = BlockDirectory(first.root)
+    for i, stamp in enumerate(stamps):
+        os.utime(directory.path_of(key(i)), (stamp, stamp))
+    return make_tier(capacity=3)
+
+
 def test_a_restart_keeps_the_newest_blocks_that_fit(
     make_tier: MakeTier, job_ids: Iterator[int]
 ) -> None:
-    first = make_tier(capacity=8)
-    store(first, job_ids, [key(i) for i in range(6)], list(range(6)))
-    first.shutdown()
-    directory = BlockDirectory(first.root)
-    for i in range(6):
-        stamp = 1_000_000 + (i if i != 1 else 100)
-        os.utime(directory.path_of(key(i)), (stamp, stamp))
-    second = make_tier(capacity=3)
+    second = restart_with_mtimes(make_tier, job_ids, [1_000_000 + (i if i != 1 else 100) for i in range(6)])
     assert [i for i in range(6) if second.lookup(key(i)) is LookupResult.HIT] == [1, 4, 5]
     assert sum(1 for _ in second.root.rglob("*.kvb")) == 3
     store(second, job_ids, [key(9)], [9])
@@ -74,14 +79,8 @@ def test_blocks_with_the_same_mtime_are_ordered_by_key(
     make_tier: MakeTier, job_ids: Iterator[int]
 ) -> None:
     """Files written within one clock tick share an mtime; the key orders them, not the directory."""
-    first = make_tier(capacity=8)
-    store(first, job_ids, [key(i) for i in range(6)], list(range(6)))
-    first.shutdown()
-    directory = BlockDirectory(first.root)
-    for i in range(6):
-        os.utime(directory.path_of(key(i)), (1_000_000, 1_000_000))
+    second = restart_with_mtimes(make_tier, job_ids, [1_000_000] * 6)
     by_key = sorted(key(i) for i in range(6))
-    second = make_tier(capacity=3)
     assert sorted(k for k in by_key if second.lookup(k) is LookupResult.HIT) == by_key[3:]
     store(second, job_ids, [key(9)], [9])
     assert second.lookup(by_key[3]) is LookupResult.MISS, "the smallest kept key is least recently used"
