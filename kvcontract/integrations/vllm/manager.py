@@ -96,13 +96,17 @@ _CHUNK_LEVEL = RequestOffloadingContext()
 """``on_new_request``'s answer for every request: vLLM only reads its ``policy`` (shared, never written)."""
 
 
-def _merged(request: _Request, keys: Sequence[VLLMOffloadKey]) -> list[VLLMOffloadKey]:
-    """``request``'s keys so far (not empty), then ``keys``; a key offered twice keeps its first position.
+def _remember(request: _Request, keys: Sequence[VLLMOffloadKey]) -> Sequence[VLLMOffloadKey]:
+    """Add ``keys`` to ``request``'s keys; all of them, in call order, as vLLM ranks them (first most recent).
 
-    The usual call has no such key and pays one concatenation and the hashing of its own
-    keys (of all keys so far, once, on the second call); only a repeat rebuilds the list.
+    A key offered twice keeps its first position. The first call keeps ``keys`` as they are;
+    a later one pays one concatenation and the hashing of its own keys (of all keys so far,
+    once, on the second call); only a repeat rebuilds the list.
     """
     done = request.keys
+    if not done:
+        request.keys = keys
+        return keys
     merged = [*done, *keys]
     seen = request.seen
     if seen is None:
@@ -112,7 +116,8 @@ def _merged(request: _Request, keys: Sequence[VLLMOffloadKey]) -> list[VLLMOfflo
         before = len(seen)
         seen.update(keys)
         fresh = before == len(done) and len(seen) == before + len(keys)
-    return merged if fresh else list(dict.fromkeys(merged))
+    request.keys = merged if fresh else list(dict.fromkeys(merged))
+    return request.keys
 
 
 class KVContractOffloadingManager(VLLMOffloadingManager):
@@ -188,9 +193,7 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         request = self._last if req_context is self._last_vllm else self._request(req_context)
         ordered = as_key_sequence(keys)
         spec = self._prepare_load(ordered, request)
-        # Recency as vLLM ranks it: every key loaded or offered so far, first key most recent.
-        request.keys = ordered = _merged(request, ordered) if request.keys else ordered
-        self._touch(ordered, request)
+        self._touch(_remember(request, ordered), request)
         return KVContractHostSpec(spec)
 
     @override
@@ -210,8 +213,7 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         request = self._last if req_context is self._last_vllm else self._request(req_context)
         ordered = as_key_sequence(keys)
         output = self._prepare_store(ordered, request)
-        request.keys = ordered = _merged(request, ordered) if request.keys else ordered
-        self._touch(ordered, request)
+        self._touch(_remember(request, ordered), request)
         if output is None:
             return None
         return VLLMPrepareStoreOutput(
