@@ -17,7 +17,7 @@ from kvcontract.integrations.vllm import KVContractOffloadingManager
 from kvcontract.managers import TieringOffloadingManager
 from kvcontract.tiers import RedisTier
 from tests.integrations.vllm.support import BLOCK_TOKENS, SPEC_PATH, Engine, model_dir, vllm_config
-from tests.required_parts import REQUIRE_VARIABLE, required
+from tests.required_parts import skip_unless_required
 from tests.tiers.redis.support import RedisServer, missing_reason
 
 GPU_BLOCKS = 64
@@ -29,9 +29,7 @@ PROMPT_C = list(range(1000, 1100))
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     reason = missing_reason()
     if reason is not None:
-        if required("redis"):
-            pytest.fail(f"{REQUIRE_VARIABLE} names redis but {reason}")
-        pytest.skip(reason)
+        skip_unless_required("redis", reason)
     server = RedisServer(tmp_path_factory.mktemp("redis"), "--maxmemory-policy", "allkeys-lru")
     yield server.url
     server.stop()

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tests.integrations.vllm.conftest import VLLM_MISSING
-from tests.required_parts import REQUIRE_VARIABLE, required
+from tests.required_parts import skip_unless_required
 
 
 def test_vllm_is_available() -> None:
-    if VLLM_MISSING is None:
-        return
-    if required("vllm"):
-        pytest.fail(f"{REQUIRE_VARIABLE}=vllm, but the vLLM integration tests {VLLM_MISSING}", pytrace=False)
-    pytest.skip(f"vLLM integration tests {VLLM_MISSING}")
+    if VLLM_MISSING is not None:
+        skip_unless_required("vllm", f"vLLM integration tests {VLLM_MISSING}")

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-
-from tests.required_parts import REQUIRE_VARIABLE, required
+from tests.required_parts import skip_unless_required
 from tests.tiers.redis.support import missing_reason
 
 
 def test_redis_parts_are_present() -> None:
     reason = missing_reason()
-    if reason is None:
-        return
-    if required("redis"):
-        pytest.fail(f"{REQUIRE_VARIABLE} names redis but {reason}")
-    pytest.skip(reason)
+    if reason is not None:
+        skip_unless_required("redis", reason)
