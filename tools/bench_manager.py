@@ -134,8 +134,10 @@ def replay_vllm(manager: Any, chains: Sequence[Sequence[bytes]], contexts: Seque
 
 def measure_peer(policy: str, capacity: int, requests: Sequence[TraceRequest], rounds: int) -> PeerMeasurement:
     """Interleave kvcontract (checks off) and vLLM replays of the whole trace, ``rounds`` times each."""
-    from vllm.v1.kv_offload.base import ReqContext as VLLMReqContext
     from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager as VLLMManager
+
+    from kvcontract.integrations.vllm.keys import as_vllm_keys
+    from kvcontract.integrations.vllm.replay import request_contexts
 
     chains = [[block_key(hash_id) for hash_id in request.hash_ids] for request in requests]
     blocks = sum(map(len, chains))
@@ -148,12 +150,7 @@ def measure_peer(policy: str, capacity: int, requests: Sequence[TraceRequest], r
             report = replay(CPUOffloadingManager(capacity, policy), requests)
             ours.append(report.cpu_seconds)
             hits["kvcontract"].add(report.hit_blocks)
-            contexts = []
-            for number, keys in enumerate(chains):
-                context = VLLMReqContext(req_id=str(number))
-                for position, key in enumerate(keys, start=1):
-                    context.set_offload_key_position(key, position * BLOCK_TOKENS)
-                contexts.append(context)
+            contexts = request_contexts([as_vllm_keys(keys) for keys in chains], block_tokens=BLOCK_TOKENS)
             hit_blocks, seconds = replay_vllm(VLLMManager(capacity, cache_policy=policy), chains, contexts)
             theirs.append(seconds)
             hits["vllm"].add(hit_blocks)

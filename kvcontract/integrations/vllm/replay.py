@@ -24,7 +24,7 @@ from vllm.v1.kv_offload.base import ScheduleEndContext
 from kvcontract.sim.replay import ReplayReport
 from kvcontract.sim.trace import block_key
 
-__all__ = ["key_chains", "replay_as_scheduler"]
+__all__ = ["key_chains", "replay_as_scheduler", "request_contexts"]
 
 
 def key_chains(requests: Sequence[Sequence[int]]) -> list[list[VLLMOffloadKey]]:
@@ -42,20 +42,31 @@ def key_chains(requests: Sequence[Sequence[int]]) -> list[list[VLLMOffloadKey]]:
     return chains
 
 
-def replay_as_scheduler(
-    manager: VLLMOffloadingManager, chains: Sequence[list[VLLMOffloadKey]], *, block_tokens: int | None = None
-) -> ReplayReport:
-    """Serve the requests ``chains`` names (keys per request) through ``manager`` as vLLM's scheduler would.
+def request_contexts(
+    chains: Sequence[Sequence[VLLMOffloadKey]], *, block_tokens: int | None = None
+) -> list[VLLMReqContext]:
+    """vLLM's context of each request ``chains`` names, its ``req_id`` the request's number.
 
     With ``block_tokens``, each key's end-token position is recorded on its request's
-    context first (``set_offload_key_position``), as the scheduler does for vLLM's own
-    managers, which rank a request's blocks by it; kvcontract's adapter does not read it.
+    context (``set_offload_key_position``), as the scheduler does for vLLM's own managers,
+    which rank a request's blocks by it; kvcontract's adapter does not read it.
     """
     contexts = [VLLMReqContext(req_id=str(number)) for number in range(len(chains))]
     if block_tokens is not None:
         for context, keys in zip(contexts, chains):
             for position, key in enumerate(keys, start=1):
                 context.set_offload_key_position(key, position * block_tokens)
+    return contexts
+
+
+def replay_as_scheduler(
+    manager: VLLMOffloadingManager, chains: Sequence[list[VLLMOffloadKey]], *, block_tokens: int | None = None
+) -> ReplayReport:
+    """Serve the requests ``chains`` names (keys per request) through ``manager`` as vLLM's scheduler would.
+
+    ``block_tokens``: see :func:`request_contexts`.
+    """
+    contexts = request_contexts(chains, block_tokens=block_tokens)
     hit = VLLMLookupResult.HIT
     step_end = ScheduleEndContext(new_req_ids=(), preempted_req_ids=())
     # Bound once, as kvcontract.sim.replay binds the native manager's: the two loops cost the same.
