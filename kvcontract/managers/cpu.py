@@ -19,8 +19,8 @@ store another request owns) changes nothing: completions check the whole batch f
 from __future__ import annotations
 
 import operator
-from itertools import filterfalse
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import filterfalse
 
 from typing_extensions import override
 
