@@ -435,9 +435,7 @@ def _check(options: argparse.Namespace) -> int:
     else:  # pragma: no cover - exercised on Python 3.10 only
         import tomli as tomllib
 
-    status = lint_main([str(path) for path in options.paths])
-    if status == _USAGE_ERROR:
-        return status
+    # The project is read before the lint runs, so a bad --project stops with one line and no findings.
     try:
         table = tomllib.loads(options.project.read_text(encoding="utf-8")).get("tool", {}).get("kvcontract", {})
     except tomllib.TOMLDecodeError as error:
@@ -446,6 +444,9 @@ def _check(options: argparse.Namespace) -> int:
         components = read_components(table)
     except ComponentError as error:
         raise UsageError(str(error)) from None
+    status = lint_main([str(path) for path in options.paths])
+    if status == _USAGE_ERROR:
+        return status
     for spec in components:
         outcome = check_component(spec, "thorough" if options.thorough else "fast")
         with _writing():

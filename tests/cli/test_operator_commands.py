@@ -129,6 +129,19 @@ def test_check_names_a_component_it_cannot_import(tmp_path: Path, capsys: pytest
     assert status == 2 and "cannot import it" in capsys.readouterr().err
 
 
+def test_check_stops_at_a_missing_project_before_linting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dirty = tmp_path / "dirty.py"
+    dirty.write_text(
+        "from kvcontract.policies import LRUPolicy\n\n"
+        "class Quiet(LRUPolicy):\n"
+        "    def __repr__(self) -> str:\n"
+        "        return 'quiet'\n"
+    )
+    status = main(["check", str(dirty), "--project", str(tmp_path / "missing.toml")])
+    captured = capsys.readouterr()
+    assert status == 2 and "missing.toml" in captured.err and captured.out == ""
+
+
 def test_simulate_serves_metrics_that_a_scrape_parses(tmp_path: Path) -> None:
     parser = pytest.importorskip("prometheus_client.parser", reason="prometheus-client not installed (extra kvcontract[metrics])")
     with socket.socket() as probe:
