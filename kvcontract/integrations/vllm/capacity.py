@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pydantic import ByteSize, TypeAdapter, ValidationError
 
+from kvcontract.config import ConfigLimits
+
 __all__ = ["size_in_blocks"]
 
 _SIZE = TypeAdapter(ByteSize)
@@ -31,4 +33,9 @@ def size_in_blocks(value: object, block_bytes: int) -> object:
     blocks = size // block_bytes
     if blocks < 1:
         raise ValueError(f"{size.human_readable()} holds no offload block of {block_bytes} bytes")
+    if blocks > ConfigLimits.MAX_CAPACITY_BLOCKS:
+        raise ValueError(
+            f"{value} is {blocks} offload blocks of {block_bytes} bytes, more than the "
+            f"limit of {ConfigLimits.MAX_CAPACITY_BLOCKS} blocks"
+        )
     return blocks

@@ -69,7 +69,12 @@ def connector_config(config: OffloadingConfig) -> KVContractConfig:
             raise ConfigError(SOURCE, ["config_file: give the path of a YAML, TOML or JSON config"])
         loaded = load_config(path)
     else:
-        loaded = load_config(base=_fitted_section(extra.get("kvcontract", {}), extra.get("cpu_bytes_to_use"), config))
+        section = _fitted_section(extra.get("kvcontract", {}), extra.get("cpu_bytes_to_use"), config)
+        try:
+            loaded = load_config(base=section)
+        except ConfigError as error:
+            # The mapping came from kv_connector_extra_config, not from kvcontract's defaults.
+            raise ConfigError(SOURCE, [f"kvcontract.{problem}" for problem in error.problems]) from None
     return _fit(loaded, config)
 
 
@@ -109,14 +114,15 @@ def _fitted_section(section: object, cpu_bytes: object, config: OffloadingConfig
         path = "kvcontract.manager.primary" if tiering else "kvcontract.manager"
         if isinstance(primary, dict):
             held = cast("dict[str, object]", primary)  # as above
+            named = f"{path}.capacity"
             if cpu_bytes is not None:
                 if "capacity" in held:
                     problems.append(f"cpu_bytes_to_use: {path}.capacity is set too; give one of them")
                 elif type(cpu_bytes) is not int or cpu_bytes < 1:
                     problems.append(f"cpu_bytes_to_use: give a number of bytes >= 1 (got {cpu_bytes!r})")
                 else:
-                    held["capacity"] = f"{cpu_bytes}B"
-            _size_to_blocks(held, chunk_bytes, f"{path}.capacity", problems)
+                    held["capacity"], named = f"{cpu_bytes}B", "cpu_bytes_to_use"
+            _size_to_blocks(held, chunk_bytes, named, problems)
         tiers = fields.get("secondary") if tiering else None
         if isinstance(tiers, list):
             for index, tier in enumerate(cast("list[object]", tiers)):  # the raw list; items checked below

@@ -94,6 +94,7 @@ def test_store_then_load_through_vllm_tier_calls(tmp_path: Path) -> None:
         ({"tier": {"kind": "file", "capacity": 2}}, "tier.path"),
         ({"tier": {"kind": "tape", "capacity": 2}}, "tape"),
         ({}, "tier: give a kvcontract tier config"),
+        ({"tier": {"kind": "file", "path": "/tmp/x", "capacity": "1EiB"}}, "tier.capacity: 1EiB is"),
     ],
 )
 def test_bad_tier_config_names_the_key(config: dict[str, object], named: str) -> None:

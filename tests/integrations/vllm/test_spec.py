@@ -103,6 +103,10 @@ def test_config_file(tmp_path: Path) -> None:
         ({"kvcontract": {"kv_layout": {"block_tokens": 32}}}, "kvcontract.kv_layout.block_tokens: 32, but vLLM's is 16"),
         ({"kvcontract": {"manager": {"capacity": "1B"}}}, "holds no offload block"),
         ({"kvcontract": "lru"}, "kvcontract: give the kvcontract config as a mapping"),
+        ({"cpu_bytes_to_use": 1 << 80}, "kv_connector_extra_config: cpu_bytes_to_use: 1208925819614629174706176B is"),
+        ({"kvcontract": {"manager": {"capacity": "1EiB"}}}, "kv_connector_extra_config: kvcontract.manager.capacity: 1EiB is 281474976710656 offload blocks"),
+        ({"kvcontract": {"manager": {"capacity": -1}}}, "kv_connector_extra_config: kvcontract.manager.capacity: capacity -1 is below one block"),
+        ({"kvcontract": {"manager": {"policy": "nope"}}}, "kv_connector_extra_config: kvcontract.manager.policy.kind: unknown policy 'nope'"),
     ],
 )
 def test_bad_config_is_one_error_naming_the_key(extra: dict[str, object], named: str) -> None:
