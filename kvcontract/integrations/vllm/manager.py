@@ -35,6 +35,7 @@ from typing import Protocol, cast
 
 from typing_extensions import override
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import OffloadingConnectorStats
+from vllm.v1.kv_offload.base import ConfigInfoMapping
 from vllm.v1.kv_offload.base import LookupResult as VLLMLookupResult
 from vllm.v1.kv_offload.base import OffloadingEvent as VLLMOffloadingEvent
 from vllm.v1.kv_offload.base import OffloadingManager as VLLMOffloadingManager
@@ -124,12 +125,16 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
     """vLLM's scheduler-side manager, backed by the kvcontract manager ``inner``.
 
     Events reach vLLM only when ``events`` is on (vLLM's ``enable_kv_cache_events``);
-    ``get_stats`` reports the inner manager's counters (see :mod:`~kvcontract.integrations.vllm.stats`).
+    ``get_stats`` reports the inner manager's counters (see :mod:`~kvcontract.integrations.vllm.stats`),
+    and ``config_info`` the labels ``info`` gives (the spec's, see :mod:`~kvcontract.integrations.vllm.config_info`).
     """
 
-    def __init__(self, inner: OffloadingManager, *, events: bool = False) -> None:
+    def __init__(
+        self, inner: OffloadingManager, *, events: bool = False, info: ConfigInfoMapping | None = None
+    ) -> None:
         self._inner = inner
         self._events = events
+        self._info: ConfigInfoMapping = info if info is not None else {}
         self._stats = StatsReporter()
         # The inner methods take kvcontract keys; vLLM's are the same bytes (keys.py), so the
         # bound methods are typed for vLLM's keys once here instead of converting each call.
@@ -254,6 +259,10 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
     @override
     def get_stats(self) -> OffloadingConnectorStats:
         return self._stats.report(self._inner.stats())
+
+    @override
+    def config_info(self) -> Sequence[ConfigInfoMapping]:
+        return [self._info]
 
     @override
     def reset_cache(self) -> None:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, cast
 
 import torch
 from typing_extensions import override
-from vllm.v1.kv_offload.base import Locality, Medium, OffloadingSpec, RequestOffloadingContext
+from vllm.v1.kv_offload.base import ConfigInfoMapping, Locality, Medium, OffloadingSpec, RequestOffloadingContext
 from vllm.v1.kv_offload.base import LookupResult as VLLMLookupResult
 from vllm.v1.kv_offload.base import OffloadingEvent as VLLMOffloadingEvent
 from vllm.v1.kv_offload.base import OffloadKey as VLLMOffloadKey
@@ -33,6 +33,7 @@ from kvcontract.assembly import build_tier
 from kvcontract.config import ConfigError, KVContractConfig, TieringManagerConfig, load_config
 from kvcontract.contracts import LookupResult, OffloadKey, SecondaryTier, TierJob
 from kvcontract.integrations.vllm.capacity import size_in_blocks
+from kvcontract.integrations.vllm.config_info import KVContractTierInfo
 from kvcontract.integrations.vllm.events import as_vllm_events
 from kvcontract.integrations.vllm.keys import as_contract_keys
 
@@ -111,6 +112,7 @@ class KVContractSecondaryTier(SecondaryTierManager):
         manager = config.manager
         assert isinstance(manager, TieringManagerConfig)  # tier_config builds a tiering manager
         self._tier: SecondaryTier = build_tier(manager.secondary[0], config, host)
+        self._info: ConfigInfoMapping = KVContractTierInfo.describe(manager.secondary[0], config).as_config_info()
         self._refused: list[JobResult] = []
         self._running: set[int] = set()
         self._done: list[JobResult] = []
@@ -183,6 +185,15 @@ class KVContractSecondaryTier(SecondaryTierManager):
     @override
     def on_new_request(self, req_context: VLLMReqContext) -> RequestOffloadingContext:
         return RequestOffloadingContext()
+
+    @classmethod
+    @override
+    def config_info_keys(cls, tier_config: dict[str, Any]) -> tuple[str, ...]:
+        return KVContractTierInfo.config_info_keys()
+
+    @override
+    def config_info(self) -> ConfigInfoMapping:
+        return self._info
 
     @override
     def shutdown(self) -> None:

@@ -16,6 +16,7 @@ from vllm.v1.kv_offload.config import OffloadingConfig
 
 from kvcontract.assembly import build_manager, build_worker
 from kvcontract.config import KVContractConfig
+from kvcontract.integrations.vllm.config_info import KVContractOffloadingInfo
 from kvcontract.integrations.vllm.connector_config import connector_config
 from kvcontract.integrations.vllm.manager import KVContractOffloadingManager
 from kvcontract.integrations.vllm.stats import metric_definitions
@@ -34,6 +35,7 @@ class KVContractOffloadingSpec(OffloadingSpec):
     def __init__(self, config: OffloadingConfig) -> None:
         super().__init__(config)
         self.kvcontract_config: KVContractConfig = connector_config(config)
+        self.info: KVContractOffloadingInfo = KVContractOffloadingInfo.describe(config, self.kvcontract_config)
         self._manager: KVContractOffloadingManager | None = None
         self._worker: KVContractOffloadingWorker | None = None
 
@@ -42,11 +44,18 @@ class KVContractOffloadingSpec(OffloadingSpec):
     def build_metric_definitions(cls, extra_config: dict[str, Any]) -> dict[str, OffloadingMetricMetadata]:
         return metric_definitions()
 
+    @classmethod
+    @override
+    def config_info_keys(cls, extra_config: dict[str, Any]) -> tuple[str, ...]:
+        return KVContractOffloadingInfo.config_info_keys()
+
     @override
     def get_manager(self) -> KVContractOffloadingManager:
         if self._manager is None:
             self._manager = KVContractOffloadingManager(
-                build_manager(self.kvcontract_config), events=self.config.enable_kv_cache_events
+                build_manager(self.kvcontract_config),
+                events=self.config.enable_kv_cache_events,
+                info=self.info.as_config_info(),
             )
         return self._manager
 

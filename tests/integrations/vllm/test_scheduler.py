@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from kvcontract.integrations.vllm import KVContractOffloadingManager
+from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import OffloadingConnectorStats
+
+from kvcontract.integrations.vllm import KVContractOffloadingManager, KVContractOffloadingSpec
 from kvcontract.managers import TieringOffloadingManager
 from tests.integrations.vllm.support import BLOCK_TOKENS, SPEC_PATH, Engine, model_dir, vllm_config
 
@@ -75,17 +77,21 @@ def test_a_store_without_room_is_refused_and_counted(model: Path) -> None:
     assert served.run("b", PROMPT_A).hit_tokens == 0
 
 
-def test_a_tier_promotion_answers_retry_then_loads_byte_exact(model: Path, tmp_path: Path) -> None:
-    config = {
+def tiering(tmp_path: Path) -> dict[str, object]:
+    """Six blocks of host memory over a file tier of 32, the layout the tiny model's caches have."""
+    return {
         "kv_layout": {"num_layers": 2, "num_kv_heads": 2, "head_dim": 16, "dtype": "float16"},
         "manager": {
             "kind": "tiering",
-            "primary": {"capacity": 6},
+            "primary": {"capacity": 6, "policy": "arc"},
             "secondary": [{"kind": "file", "path": str(tmp_path / "tier"), "capacity": 32}],
         },
         "transfer": {"shared_memory_path": str(tmp_path / "host.shm")},
     }
-    served = engine(model, config)
+
+
+def test_a_tier_promotion_answers_retry_then_loads_byte_exact(model: Path, tmp_path: Path) -> None:
+    served = engine(model, tiering(tmp_path))
     manager = served.manager
     assert isinstance(manager, KVContractOffloadingManager)
     assert isinstance(manager.inner, TieringOffloadingManager)
@@ -101,3 +107,21 @@ def test_a_tier_promotion_answers_retry_then_loads_byte_exact(model: Path, tmp_p
     assert stats.tiers[0].promoted == 6  # lookups answered RETRY until the promotion landed
     for before, after in zip(stored, block_bytes(served, again.loaded)):
         assert torch.equal(before, after)
+
+
+def test_the_config_info_metric_carries_the_labels_the_spec_declares(model: Path, tmp_path: Path) -> None:
+    served = engine(model, tiering(tmp_path))
+    stats = served.connector.get_kv_connector_stats()  # the first payload carries vllm:kv_offload_config_info
+    assert isinstance(stats, OffloadingConnectorStats)
+    (series,) = stats.data["info"]
+    assert tuple(series) == KVContractOffloadingSpec.config_info_keys({})  # vLLM drops or blanks any other name
+    assert series == {
+        "cpu_num_chunks": 6,
+        "cpu_blocks_per_chunk": 1,
+        "cpu_kv_cache_size_bytes": 6 * 2 * 2 * 2 * 16 * BLOCK_TOKENS * 2,  # layers, K and V, heads, dim, tokens, fp16
+        "cpu_kv_cache_size_tokens": series["cpu_kv_cache_size_tokens"],
+        "kvcontract_manager": "tiering",
+        "kvcontract_policy": "arc",
+        "kvcontract_admission": "none",
+        "kvcontract_tiers": "file",
+    }

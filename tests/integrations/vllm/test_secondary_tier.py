@@ -65,6 +65,8 @@ def test_store_then_load_through_vllm_tier_calls(tmp_path: Path) -> None:
     tier = make_tier(primary, tier={"kind": "file", "path": str(tmp_path / "tier"), "capacity": f"{2 * CHUNK_BYTES}B", "enable_events": True})
     try:
         assert isinstance(tier.tier, FileTier) and tier.tier.capacity == 2
+        assert tier.config_info() == {"kvcontract_tier": "file", "kvcontract_tier_capacity_blocks": 2}
+        assert tuple(tier.config_info()) == KVContractSecondaryTier.config_info_keys({})
         stored = keys(1, 2)
         tier.submit_store(job(1, stored, [0, 1]))
         assert finished(tier, 1).success
