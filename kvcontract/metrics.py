@@ -30,12 +30,14 @@ from kvcontract.contracts import (
 )
 
 __all__ = [
+    "SKIPPED_STORES_HELP",
     "TRANSFER_SIZE_BUCKETS",
     "MeteredWorker",
     "MetricSample",
     "MetricsCollector",
     "MetricsSource",
     "contract_source",
+    "host_gauges",
     "manager_source",
 ]
 
@@ -63,6 +65,20 @@ class MetricSample:
     buckets: tuple[tuple[float, int], ...] = ()
     """For a histogram: cumulative counts per upper bound, the last bound ``inf``; ``value`` is the sum."""
 
+    def prefixed_name(self, vllm_prefix: str = "vllm:", own_prefix: str = "kvcontract_") -> str:
+        """``name`` with ``vllm_prefix`` if vLLM defines the metric, else ``own_prefix``."""
+        return (vllm_prefix if self.vllm_name else own_prefix) + self.name
+
+
+_BUSY_HELP = "Fraction of host offload blocks held by transfers in flight (0.0 idle, 1.0 saturated: stores may then find no room)."
+_WRITE_HELP = "Fraction of host offload blocks held by stores in flight."
+_READ_HELP = "Fraction of host offload blocks pinned by loads in flight."
+_USAGE_HELP = "Fraction of host offload blocks holding a block (readable or in flight)."
+SKIPPED_STORES_HELP: str = (
+    "Blocks offered for storing that reuse admission kept out (offered too few times yet)."
+)
+"""vLLM's help text of ``vllm:kv_offload_stores_skipped``, as kvcontract counts it."""
+
 
 MetricsSource = Callable[[], Iterator[MetricSample]]
 """Anything that reports metrics: called at each scrape, yields what it knows now."""
@@ -85,7 +101,7 @@ class MetricsCollector:
         """Every source's metrics now, names prefixed."""
         return [
             MetricSample(
-                (self.vllm_prefix if sample.vllm_name else self.own_prefix) + sample.name,
+                sample.prefixed_name(self.vllm_prefix, self.own_prefix),
                 sample.kind,
                 sample.documentation,
                 sample.value,
@@ -129,9 +145,8 @@ def manager_source(manager: OffloadingManager, *, policy: str = "") -> MetricsSo
 
     def read() -> Iterator[MetricSample]:
         stats = manager.stats()
-        usage = 100.0 * stats.used / stats.capacity if stats.capacity else 0.0
-        yield MetricSample("kv_offload_cpu_cache_usage_perc", "gauge", "Host (CPU) offload cache usage, percent.", usage, vllm_name=True)
-        yield MetricSample("kv_offload_stores_skipped", "counter", "Blocks not stored: no room in host memory.", stats.failed_stores, vllm_name=True)
+        yield from host_gauges(stats)
+        yield MetricSample("kv_offload_stores_skipped", "counter", SKIPPED_STORES_HELP, stats.skipped_stores, vllm_name=True)
         yield from _manager_counters(stats, labels)
         if isinstance(stats, TieringStats):
             for tier in stats.tiers:
@@ -151,6 +166,21 @@ def manager_source(manager: OffloadingManager, *, policy: str = "") -> MetricsSo
     return read
 
 
+def host_gauges(stats: ManagerStats) -> list[MetricSample]:
+    """The host-memory gauges, each a fraction of capacity.
+
+    vLLM's three count what transfers hold (not evictable now), as vLLM's CPU manager does;
+    how full host memory is (which a warm cache always is) is kvcontract's own ``host_usage``.
+    """
+    capacity = stats.capacity or 1
+    return [
+        MetricSample("kv_offload_cpu_cache_usage_perc", "gauge", _BUSY_HELP, (stats.storing + stats.reading) / capacity, vllm_name=True),
+        MetricSample("kv_offload_cpu_cache_write_usage_perc", "gauge", _WRITE_HELP, stats.storing / capacity, vllm_name=True),
+        MetricSample("kv_offload_cpu_cache_read_usage_perc", "gauge", _READ_HELP, stats.reading / capacity, vllm_name=True),
+        MetricSample("host_usage", "gauge", _USAGE_HELP, stats.used / capacity),
+    ]
+
+
 def _manager_counters(stats: ManagerStats, labels: Mapping[str, str]) -> Iterator[MetricSample]:
     for name, value, documentation in (
         ("hits", stats.hits, "Lookups that found the block readable in host memory."),
@@ -158,6 +188,7 @@ def _manager_counters(stats: ManagerStats, labels: Mapping[str, str]) -> Iterato
         ("evictions", stats.evicted, "Blocks evicted from host memory by the policy."),
         ("stored_blocks", stats.stored, "Blocks made readable in host memory."),
         ("loaded_blocks", stats.loaded, "Blocks loaded from host memory."),
+        ("failed_store_blocks", stats.failed_stores, "Blocks not stored: no room in host memory, or their store failed."),
     ):
         yield MetricSample(name + "_total", "counter", documentation, value, labels)
 

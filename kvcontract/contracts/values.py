@@ -74,6 +74,13 @@ class ManagerStats:
     loaded: int = 0
     evicted: int = 0
     failed_stores: int = 0
+    """Blocks not stored: no room for them, or their store failed."""
+    storing: int = 0
+    """Blocks whose store is in flight now (not readable yet, not evictable)."""
+    reading: int = 0
+    """Blocks pinned by loads in flight now (each counted once however many loads read it)."""
+    skipped_stores: int = 0
+    """Blocks offered for storing that reuse admission kept out (not offered often enough yet)."""
 
     @property
     def hit_ratio(self) -> float:

@@ -96,6 +96,8 @@ class CPUOffloadingManager(OffloadingManager):
         self._loaded = 0
         self._evicted = 0
         self._failed_stores = 0
+        self._reading = 0
+        """Blocks with ``ref_cnt`` above 0: pinned by loads in flight."""
 
     @property
     def policy(self) -> CachePolicy:
@@ -118,6 +120,7 @@ class CPUOffloadingManager(OffloadingManager):
     def prepare_load(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> BlockIdsSpec:
         blocks = self._blocks
         pinned: list[BlockStatus] = []
+        first_pins = 0
         for key in keys:
             block = blocks.get(key)
             if block is None or block.ref_cnt < 0:
@@ -128,8 +131,11 @@ class CPUOffloadingManager(OffloadingManager):
                     f"prepare_load: block {key!r} is {state}; load only keys that lookup() "
                     "answered HIT"
                 )
+            if not block.ref_cnt:
+                first_pins += 1
             block.ref_cnt += 1
             pinned.append(block)
+        self._reading += first_pins
         return BlockIdsSpec([block.block_id for block in pinned])
 
     @override
@@ -147,10 +153,14 @@ class CPUOffloadingManager(OffloadingManager):
         else:
             # Unpin all, then undo all if one went below 0 (not pinned, in flight, or named more
             # often than pinned): one pass on the common path, and atomic on misuse.
+            unpinned = 0
             for block in found:
                 block.ref_cnt -= 1
+                if not block.ref_cnt:
+                    unpinned += 1
             if min([block.ref_cnt for block in found], default=0) >= 0:
                 self._loaded += len(found)
+                self._reading -= unpinned
                 return
             for block in found:
                 block.ref_cnt += 1
@@ -238,6 +248,8 @@ class CPUOffloadingManager(OffloadingManager):
             loaded=self._loaded,
             evicted=self._evicted,
             failed_stores=self._failed_stores,
+            storing=sum(map(len, self._stores.values())),
+            reading=self._reading,
         )
 
     @override

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from typing_extensions import override
 
-from kvcontract.contracts import OffloadingManager, OffloadKey, PrepareStoreOutput, ReqContext
+from kvcontract.contracts import ManagerStats, OffloadingManager, OffloadKey, PrepareStoreOutput, ReqContext
 from kvcontract.managers.evictions import ReportsEvictions
 from kvcontract.managers.forwarding import ForwardingManager
 
@@ -69,6 +69,7 @@ class FilterReusedOffloadingManager(ForwardingManager):
         self._seen: OrderedDict[OffloadKey, int] = OrderedDict()
         self._admitted: set[OffloadKey] = set()
         self._in_flight: set[OffloadKey] = set()
+        self._skipped = 0
         if isinstance(inner, ReportsEvictions):
             inner.add_eviction_listener(self._forget_evicted)
 
@@ -108,6 +109,7 @@ class FilterReusedOffloadingManager(ForwardingManager):
                 forward.append(key)
         output = self._inner.prepare_store(forward, req_context)
         # The offers count only once inner has answered, so a prepare_store that raised changed nothing.
+        self._skipped += len(keys) - len(forward)
         if first_offers:
             if offered is None:
                 offered = _OfferedKeys()
@@ -123,6 +125,12 @@ class FilterReusedOffloadingManager(ForwardingManager):
             admitted.difference_update(output.evicted_keys)
             self._in_flight.update(output.keys_to_store)
         return output
+
+    @override
+    def stats(self) -> ManagerStats:
+        """``inner``'s stats, with the blocks this filter kept out added to ``skipped_stores``."""
+        inner = self._inner.stats()
+        return replace(inner, skipped_stores=inner.skipped_stores + self._skipped)
 
     @override
     def complete_store(

@@ -170,6 +170,21 @@ def test_stats_are_typed_and_count() -> None:
     assert stats.hit_ratio == 0.5
 
 
+def test_blocks_in_flight_are_gauged_once_each() -> None:
+    manager = CPUOffloadingManager(4)
+    stored(manager, 1, 2)
+    first, second = ReqContext("first"), ReqContext("second")
+    assert manager.prepare_store(keys(3), first) is not None
+    manager.prepare_load(keys(1, 2), first)
+    manager.prepare_load(keys(1, 1), second)  # a block two loads read, and one load names twice
+    assert (manager.stats().storing, manager.stats().reading) == (1, 2)
+    manager.complete_load(keys(1, 1), second)
+    assert manager.stats().reading == 2
+    manager.complete_load(keys(1, 2), first)
+    manager.complete_store(keys(3), first, success=False)
+    assert (manager.stats().storing, manager.stats().reading) == (0, 0)
+
+
 def test_reset_cache_drops_readable_blocks_but_keeps_loads_and_stores_in_flight() -> None:
     manager = CPUOffloadingManager(4, enable_events=True)
     stored(manager, 1, 2)

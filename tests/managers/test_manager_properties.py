@@ -214,6 +214,8 @@ class ManagerMachine(RuleBasedStateMachine):
     def agrees_with_the_model(self) -> None:
         stats = self.manager.stats()
         assert stats.used == self.model.held() <= CAPACITY
+        assert stats.storing == len(self.model.in_flight)
+        assert stats.reading == sum(1 for count in self.model.pins.values() if count)
         policy = self.cpu.policy
         for k in ALL_KEYS:
             block = policy.get(k)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kvcontract import BlockIdsSpec, GPULoadStoreSpec, ReqContext, make_offload_key
-from kvcontract.managers import CPUOffloadingManager
+from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
 from kvcontract.metrics import MeteredWorker, MetricSample, MetricsCollector, manager_source
 from kvcontract.transfer import TorchOffloadingWorker
 from tests.metrics.support import scrape
@@ -32,11 +32,40 @@ def test_a_manager_reports_usage_hits_misses_and_evictions_under_vllm_and_own_na
     collector = MetricsCollector()
     collector.add(manager_source(manager, policy="lru"))
     samples = _by_name(collector.collect())
-    assert samples["vllm:kv_offload_cpu_cache_usage_perc"].value == 100.0
+    assert samples["kvcontract_host_usage"].value == 1.0
+    assert samples["vllm:kv_offload_cpu_cache_usage_perc"].value == 0.0  # nothing in flight
     assert samples["kvcontract_hits_total"].value == 1
     assert samples["kvcontract_misses_total"].value == 1
     assert samples["kvcontract_evictions_total"].value == 1
     assert samples["kvcontract_hits_total"].labels == {"policy": "lru"}
+
+
+def test_host_gauges_count_what_transfers_hold_as_vllm_does() -> None:
+    manager = CPUOffloadingManager(4, "lru")
+    context = ReqContext("r")
+    keys = [make_offload_key(bytes([n])) for n in range(3)]
+    output = manager.prepare_store(keys[:2], context)
+    assert output is not None
+    manager.complete_store(output.keys_to_store, context)
+    assert manager.prepare_store(keys[2:], context) is not None
+    manager.prepare_load(keys[:1], context)
+    collector = MetricsCollector()
+    collector.add(manager_source(manager))
+    samples = _by_name(collector.collect())
+    assert samples["vllm:kv_offload_cpu_cache_write_usage_perc"].value == 0.25  # one store in flight
+    assert samples["vllm:kv_offload_cpu_cache_read_usage_perc"].value == 0.25  # one block being loaded
+    assert samples["vllm:kv_offload_cpu_cache_usage_perc"].value == 0.5
+    assert samples["kvcontract_host_usage"].value == 0.75
+
+
+def test_reuse_admission_counts_skipped_stores_under_vllms_name() -> None:
+    manager = FilterReusedOffloadingManager(CPUOffloadingManager(4, "lru"))
+    assert manager.prepare_store([make_offload_key(b"a"), make_offload_key(b"b")], ReqContext("r")) is not None
+    collector = MetricsCollector()
+    collector.add(manager_source(manager))
+    samples = _by_name(collector.collect())
+    assert samples["vllm:kv_offload_stores_skipped"].value == 2
+    assert samples["kvcontract_failed_store_blocks_total"].value == 0
 
 
 def test_the_prefixes_are_configurable() -> None:

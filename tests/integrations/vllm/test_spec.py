@@ -81,7 +81,8 @@ def test_events_and_stats_in_vllm_types() -> None:
     reduced = manager.get_stats().reduce()
     assert reduced["kvcontract_stored_blocks"] == 6
     assert reduced["kvcontract_evicted_blocks"] == 2
-    assert reduced["vllm:kv_offload_cpu_cache_usage_perc"] == 1.0
+    assert reduced["kvcontract_host_usage"] == 1.0  # host memory is full
+    assert reduced["vllm:kv_offload_cpu_cache_usage_perc"] == 0.0  # and no transfer holds any of it
     assert "kvcontract_stored_blocks" not in manager.get_stats().reduce()  # increases since the last call
     assert set(reduced) <= set(KVContractOffloadingSpec.build_metric_definitions({}))
 
