@@ -14,12 +14,12 @@ import bisect
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal
 
 from typing_extensions import override
 
 from kvcontract.enforce import contract_violations
-from kvcontract.managers import TieringOffloadingManager, TierStats, TieringStats
+from kvcontract.managers import TierStats, TieringStats
 from kvcontract.contracts import (
     GPULoadStoreSpec,
     LoadStoreSpec,
@@ -38,6 +38,7 @@ __all__ = [
     "MetricsSource",
     "contract_source",
     "host_gauges",
+    "manager_samples",
     "manager_source",
 ]
 
@@ -124,46 +125,30 @@ def contract_source() -> Iterator[MetricSample]:
     )
 
 
-@runtime_checkable
-class _VerifyingTier(Protocol):
-    """A tier that verifies what it reads back and counts what fails (the file and Redis tiers)."""
-
-    def stats(self) -> _VerificationCounts: ...
-
-
-class _VerificationCounts(Protocol):
-    @property
-    def checksum_failures(self) -> int: ...
-
-
 def manager_source(manager: OffloadingManager, *, policy: str = "") -> MetricsSource:
-    """What ``manager.stats()`` knows: usage, skipped stores, hits, misses, evictions, tiers.
-
-    Behind a tiering manager, each tier that verifies its reads also reports its checksum failures.
-    """
+    """What ``manager.stats()`` knows (see :func:`manager_samples`), read at each scrape."""
     labels = {"policy": policy} if policy else {}
 
     def read() -> Iterator[MetricSample]:
-        stats = manager.stats()
-        yield from host_gauges(stats)
-        yield MetricSample("kv_offload_stores_skipped", "counter", SKIPPED_STORES_HELP, stats.skipped_stores, vllm_name=True)
-        yield from _manager_counters(stats, labels)
-        if isinstance(stats, TieringStats):
-            for tier in stats.tiers:
-                yield from _tier_samples(tier)
-        if isinstance(manager, TieringOffloadingManager) and isinstance(stats, TieringStats):
-            for tier_stats, secondary in zip(stats.tiers, manager.tiers):
-                if isinstance(secondary, _VerifyingTier):
-                    yield MetricSample(
-                        "checksum_failures_total",
-                        "counter",
-                        "Blocks read back from a secondary tier that failed their checksum "
-                        "(the file tier counts every failed check of a block file: checksum, header or length).",
-                        secondary.stats().checksum_failures,
-                        {"tier": tier_stats.name},
-                    )
+        yield from manager_samples(manager.stats(), labels)
 
     return read
+
+
+def manager_samples(stats: ManagerStats, labels: Mapping[str, str] | None = None) -> list[MetricSample]:
+    """A manager's stats as metrics: host gauges, skipped stores, its counters, and each tier's.
+
+    ``labels`` go on the manager's own counters. A tier's samples are labelled
+    ``tier="<position>:<kind>"`` (``1:FileTier``), as vLLM labels its tiers, so two tiers of one
+    kind stay apart.
+    """
+    samples = host_gauges(stats)
+    samples.append(MetricSample("kv_offload_stores_skipped", "counter", SKIPPED_STORES_HELP, stats.skipped_stores, vllm_name=True))
+    samples.extend(_manager_counters(stats, labels or {}))
+    if isinstance(stats, TieringStats):
+        for position, tier in enumerate(stats.tiers, start=1):
+            samples.extend(_tier_samples(tier, f"{position}:{tier.name}"))
+    return samples
 
 
 def host_gauges(stats: ManagerStats) -> list[MetricSample]:
@@ -193,9 +178,9 @@ def _manager_counters(stats: ManagerStats, labels: Mapping[str, str]) -> Iterato
         yield MetricSample(name + "_total", "counter", documentation, value, labels)
 
 
-def _tier_samples(tier: TierStats) -> Iterator[MetricSample]:
-    """The tiering family of one tier's stats, labelled with the tier's name."""
-    labels = {"tier": tier.name}
+def _tier_samples(tier: TierStats, label: str) -> Iterator[MetricSample]:
+    """The tiering family of one tier's stats, labelled ``tier=label``."""
+    labels = {"tier": label}
     for name, value, documentation in (
         ("kv_offload_tiering_read_bytes", tier.bytes_read, "Bytes read from the secondary tier."),
         ("kv_offload_tiering_write_bytes", tier.bytes_written, "Bytes written to the secondary tier."),
@@ -205,6 +190,14 @@ def _tier_samples(tier: TierStats) -> Iterator[MetricSample]:
         ("kv_offload_tiering_cascade_job_failures", tier.cascade_failures, "Failed cascade (write) jobs."),
     ):
         yield MetricSample(name, "counter", documentation, value, labels, vllm_name=True)
+    yield MetricSample(
+        "checksum_failures_total",
+        "counter",
+        "Blocks read back from a secondary tier that failed their checksum "
+        "(the file tier counts every failed check of a block file: checksum, header or length).",
+        tier.checksum_failures,
+        labels,
+    )
 
 
 @dataclass

@@ -15,6 +15,7 @@ import itertools
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from typing import Protocol, runtime_checkable
 
 from typing_extensions import override
 
@@ -55,6 +56,20 @@ class TierStats:
     lookups: int = 0
     promotion_failures: int = 0
     cascade_failures: int = 0
+    checksum_failures: int = 0
+    """Blocks read back that failed the tier's verification, as the tier counts them (0 if it keeps no count)."""
+
+
+@runtime_checkable
+class _VerifyingTier(Protocol):
+    """A tier that verifies what it reads back and counts what fails (the file and Redis tiers)."""
+
+    def stats(self) -> _VerificationCounts: ...
+
+
+class _VerificationCounts(Protocol):
+    @property
+    def checksum_failures(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +296,12 @@ class TieringOffloadingManager(OffloadingManager):
         self._poll()
         primary = self._primary.stats()
         tiers = tuple(
-            TierStats(type(state.tier).__name__, **asdict(state.counters)) for state in self._tiers
+            TierStats(
+                type(state.tier).__name__,
+                **asdict(state.counters),
+                checksum_failures=state.tier.stats().checksum_failures if isinstance(state.tier, _VerifyingTier) else 0,
+            )
+            for state in self._tiers
         )
         counters = {f.name: getattr(primary, f.name) for f in fields(ManagerStats)}
         return TieringStats(**counters, tiers=tiers)

@@ -46,13 +46,13 @@ def test_a_corrupt_block_file_counts_as_a_checksum_failure_of_the_file_tier(tmp_
         stored = next(jobs)
         assert tier.submit_store(TierJob(stored, [key(1), key(2)], [0, 1]))
         assert drain(tier, [stored])[stored].success
-        assert value_of(collector, "kvcontract_checksum_failures_total", {"tier": "FileTier"}) == 0
+        assert value_of(collector, "kvcontract_checksum_failures_total", {"tier": "1:FileTier"}) == 0
         _flip_last_byte(tier.block_path(key(1)))
         tier.block_path(key(2)).unlink()  # gone, not corrupt: a miss that is no checksum failure
         loaded = next(jobs)
         assert tier.submit_load(TierJob(loaded, [key(1), key(2)], [2, 3]))
         assert not drain(tier, [loaded])[loaded].success
-        assert value_of(collector, "kvcontract_checksum_failures_total", {"tier": "FileTier"}) == 1
+        assert value_of(collector, "kvcontract_checksum_failures_total", {"tier": "1:FileTier"}) == 1
         assert tier.stats().checksum_failures == 1
     finally:
         tier.shutdown()
@@ -74,7 +74,7 @@ def test_a_corrupt_redis_value_counts_as_a_checksum_failure_of_the_redis_tier(tm
         good = bytes(server.command("GET", name))
         server.command("SET", name, good[:-1] + bytes([good[-1] ^ 1]))
         assert not redis_support.load(tier, jobs, [key(1)], [1]).success
-        assert value_of(collector, "kvcontract_checksum_failures_total", {"tier": "RedisTier"}) == 1
+        assert value_of(collector, "kvcontract_checksum_failures_total", {"tier": "1:RedisTier"}) == 1
     finally:
         tier.shutdown()
         server.stop()
@@ -89,5 +89,5 @@ def test_a_scrape_shows_checksum_failures_and_contract_violations_as_counters(tm
     finally:
         tier.shutdown()
     assert families["kvcontract_checksum_failures"].type == "counter"
-    assert families["kvcontract_checksum_failures"].samples[0].labels == {"tier": "FileTier"}
+    assert families["kvcontract_checksum_failures"].samples[0].labels == {"tier": "1:FileTier"}
     assert families["kvcontract_contract_violations"].type == "counter"

@@ -16,7 +16,8 @@ from kvcontract.integrations.vllm import (
     UnsupportedVLLMError,
     check_vllm_version,
 )
-from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
+from kvcontract.integrations.vllm.stats import StatsReporter
+from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager, TieringStats, TierStats
 from tests.integrations.vllm.support import LAYERS, PAGE_BYTES, SPEC_PATH, offloading_config
 
 BLOCK_BYTES = PAGE_BYTES * len(LAYERS)
@@ -79,12 +80,31 @@ def test_events_and_stats_in_vllm_types() -> None:
     ]
     assert set(events[1].keys) == set(KEYS[2:4])  # the first request's last blocks: its first is most recent
     reduced = manager.get_stats().reduce()
-    assert reduced["kvcontract_stored_blocks"] == 6
-    assert reduced["kvcontract_evicted_blocks"] == 2
+    assert reduced["kvcontract_stored_blocks_total"] == 6
+    assert reduced["kvcontract_evictions_total"] == 2
     assert reduced["kvcontract_host_usage"] == 1.0  # host memory is full
     assert reduced["vllm:kv_offload_cpu_cache_usage_perc"] == 0.0  # and no transfer holds any of it
-    assert "kvcontract_stored_blocks" not in manager.get_stats().reduce()  # increases since the last call
+    assert "kvcontract_stored_blocks_total" not in manager.get_stats().reduce()  # increases since the last call
     assert set(reduced) <= set(KVContractOffloadingSpec.build_metric_definitions({}))
+
+
+def test_tier_counters_reach_vllm_per_tier_and_gauges_each_time() -> None:
+    reporter = StatsReporter()
+    stats = TieringStats(
+        capacity=4, used=3, storing=1, tiers=(TierStats("FileTier", hits=2, bytes_read=8192, checksum_failures=1),)
+    )
+    reduced = reporter.report(stats).reduce()
+    tier = "('1:FileTier',)"
+    assert reduced[f"vllm:kv_offload_tiering_chunk_hits:{tier}"] == 2
+    assert reduced[f"vllm:kv_offload_tiering_read_bytes:{tier}"] == 8192
+    assert reduced[f"kvcontract_checksum_failures_total:{tier}"] == 1
+    assert reduced["vllm:kv_offload_cpu_cache_write_usage_perc"] == 0.25
+    assert reduced["kvcontract_host_usage"] == 0.75
+    again = reporter.report(stats).reduce()
+    assert set(again) == {name for name in reduced if "usage" in name}  # counters did not move, gauges are reported
+    definitions = KVContractOffloadingSpec.build_metric_definitions({})
+    assert definitions["vllm:kv_offload_tiering_chunk_hits"].labelnames == ("tier",)
+    assert {name.split(":(")[0] for name in reduced} <= set(definitions)
 
 
 def test_config_file(tmp_path: Path) -> None:
