@@ -30,14 +30,12 @@ from kvcontract.contracts import (
 )
 
 __all__ = [
-    "SKIPPED_STORES_HELP",
     "TRANSFER_SIZE_BUCKETS",
     "MeteredWorker",
     "MetricSample",
     "MetricsCollector",
     "MetricsSource",
     "contract_source",
-    "host_gauges",
     "manager_samples",
     "manager_source",
 ]
@@ -75,10 +73,7 @@ _BUSY_HELP = "Fraction of host offload blocks held by transfers in flight (0.0 i
 _WRITE_HELP = "Fraction of host offload blocks held by stores in flight."
 _READ_HELP = "Fraction of host offload blocks pinned by loads in flight."
 _USAGE_HELP = "Fraction of host offload blocks holding a block (readable or in flight)."
-SKIPPED_STORES_HELP: str = (
-    "Blocks offered for storing that reuse admission kept out (offered too few times yet)."
-)
-"""vLLM's help text of ``vllm:kv_offload_stores_skipped``, as kvcontract counts it."""
+_SKIPPED_HELP = "Blocks offered for storing that reuse admission kept out (offered too few times yet)."
 
 
 MetricsSource = Callable[[], Iterator[MetricSample]]
@@ -142,8 +137,8 @@ def manager_samples(stats: ManagerStats, labels: Mapping[str, str] | None = None
     ``tier="<position>:<kind>"`` (``1:FileTier``), as vLLM labels its tiers, so two tiers of one
     kind stay apart.
     """
-    samples = host_gauges(stats)
-    samples.append(MetricSample("kv_offload_stores_skipped", "counter", SKIPPED_STORES_HELP, stats.skipped_stores, vllm_name=True))
+    samples = _host_gauges(stats)
+    samples.append(MetricSample("kv_offload_stores_skipped", "counter", _SKIPPED_HELP, stats.skipped_stores, vllm_name=True))
     samples.extend(_manager_counters(stats, labels or {}))
     if isinstance(stats, TieringStats):
         for position, tier in enumerate(stats.tiers, start=1):
@@ -151,7 +146,7 @@ def manager_samples(stats: ManagerStats, labels: Mapping[str, str] | None = None
     return samples
 
 
-def host_gauges(stats: ManagerStats) -> list[MetricSample]:
+def _host_gauges(stats: ManagerStats) -> list[MetricSample]:
     """The host-memory gauges, each a fraction of capacity.
 
     vLLM's three count what transfers hold (not evictable now), as vLLM's CPU manager does;
