@@ -9,12 +9,18 @@ config then validates plain block counts.
 from __future__ import annotations
 
 from pydantic import ByteSize, TypeAdapter, ValidationError
+from vllm.v1.kv_offload.config import OffloadingConfig
 
 from kvcontract.config import ConfigLimits
 
-__all__ = ["size_in_blocks"]
+__all__ = ["offload_block_bytes", "size_in_blocks"]
 
 _SIZE = TypeAdapter(ByteSize)
+
+
+def offload_block_bytes(config: OffloadingConfig) -> int:
+    """Host bytes of one offload block over all workers, as vLLM sizes ``cpu_bytes_to_use``."""
+    return config.worker_kv_bytes_per_block * config.cache.blocks_per_chunk * max(config.parallel.world_size, 1)
 
 
 def size_in_blocks(value: object, block_bytes: int) -> object:

@@ -17,6 +17,7 @@ from vllm.v1.kv_offload.config import OffloadingConfig
 from vllm.v1.kv_offload.cpu.common import CPUOffloadingInfo
 
 from kvcontract.config import CPUManagerConfig, FileTierConfig, KVContractConfig, TierConfig
+from kvcontract.integrations.vllm.capacity import offload_block_bytes
 
 __all__ = ["KVContractOffloadingInfo", "KVContractTierInfo"]
 
@@ -39,7 +40,7 @@ class KVContractOffloadingInfo(CPUOffloadingInfo):
         """The labels for the spec that vLLM's ``config`` and the checked ``kvcontract`` config make."""
         manager = kvcontract.manager
         primary = manager if isinstance(manager, CPUManagerConfig) else manager.primary
-        chunk_bytes = config.worker_kv_bytes_per_block * config.cache.blocks_per_chunk * max(config.parallel.world_size, 1)
+        chunk_bytes = offload_block_bytes(config)
         host = CPUOffloadingInfo.from_config(config, kvcontract.host_blocks, chunk_bytes)
         tiers = [] if isinstance(manager, CPUManagerConfig) else [tier.kind for tier in manager.secondary]
         admission = primary.admission

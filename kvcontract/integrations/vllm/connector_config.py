@@ -22,7 +22,7 @@ from typing import cast
 from vllm.v1.kv_offload.config import OffloadingConfig
 
 from kvcontract.config import ConfigError, CPUManagerConfig, KVContractConfig, TieringManagerConfig, load_config
-from kvcontract.integrations.vllm.capacity import size_in_blocks
+from kvcontract.integrations.vllm.capacity import offload_block_bytes, size_in_blocks
 
 __all__ = ["VLLM_KEYS", "connector_config"]
 
@@ -105,7 +105,7 @@ def _fitted_section(section: object, cpu_bytes: object, config: OffloadingConfig
             given = fields.setdefault(name, wanted)
             if given != wanted:
                 problems.append(f"kvcontract.kv_layout.{name}: {given!r}, but vLLM's is {wanted}; leave it out")
-    chunk_bytes = config.worker_kv_bytes_per_block * config.cache.blocks_per_chunk * max(config.parallel.world_size, 1)
+    chunk_bytes = offload_block_bytes(config)
     manager = raw.setdefault("manager", {})
     if isinstance(manager, dict):
         fields = cast("dict[str, object]", manager)  # as above
