@@ -1,6 +1,7 @@
 """kvcontract: KV-cache offloading for LLM inference engines, with checked contracts."""
 
 from kvcontract.contracts import (
+    BlockIdentity,
     BlockIdsSpec,
     BlockStatus,
     CachePolicy,
@@ -27,6 +28,7 @@ from kvcontract.enforce import ContractDefinitionError, ContractViolation
 __version__ = "0.1.0"
 
 __all__ = [
+    "BlockIdentity",
     "BlockIdsSpec",
     "BlockStatus",
     "CachePolicy",

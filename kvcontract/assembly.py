@@ -18,6 +18,7 @@ from kvcontract.config import (
     RedisTierConfig,
     TieringManagerConfig,
 )
+from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.manager import OffloadingManager
 from kvcontract.contracts.tier import SecondaryTier
 from kvcontract.enforce import configure
@@ -29,9 +30,12 @@ __all__ = ["build_manager", "build_tier", "build_worker"]
 
 
 def build_manager(
-    config: KVContractConfig, *, host_blocks: torch.Tensor | None = None
+    config: KVContractConfig, *, host_blocks: torch.Tensor | None = None, identity: BlockIdentity | None = None
 ) -> OffloadingManager:
     """The manager tree ``config.manager`` describes; applies ``runtime_checks`` first.
+
+    Its tiers keep blocks of ``identity`` (by default ``config.block_identity()``; engine
+    adapters pass the one they derive from the engine's own config).
 
     Tiers move bytes between host memory and their storage, so a tiering manager needs the
     worker's host blocks: ``host_blocks`` (``TorchOffloadingWorker.host_buffer`` in the same
@@ -47,7 +51,7 @@ def build_manager(
     if isinstance(manager, TieringManagerConfig):
         host = host_blocks if host_blocks is not None else _shared_host_blocks(config)
         _check_host_blocks(host, config)
-        tiers = [build_tier(tier, config, host) for tier in manager.secondary]
+        tiers = [build_tier(tier, config, host, identity=identity) for tier in manager.secondary]
         built = TieringOffloadingManager(built, tiers)
     if primary.admission is not None:
         built = FilterReusedOffloadingManager(
@@ -101,15 +105,22 @@ def _check_host_blocks(host: torch.Tensor, config: KVContractConfig) -> None:
 
 
 def build_tier(
-    tier: FileTierConfig | RedisTierConfig, config: KVContractConfig, host_blocks: torch.Tensor
+    tier: FileTierConfig | RedisTierConfig,
+    config: KVContractConfig,
+    host_blocks: torch.Tensor,
+    *,
+    identity: BlockIdentity | None = None,
 ) -> SecondaryTier:
-    """The secondary tier ``tier`` describes, moving blocks in and out of ``host_blocks``."""
+    """The secondary tier ``tier`` describes, moving blocks of ``identity`` (by default
+    ``config.block_identity()``) in and out of ``host_blocks``."""
+    block_identity = identity if identity is not None else config.block_identity()
     if isinstance(tier, RedisTierConfig):
-        return _build_redis(tier, config, host_blocks)
+        return _build_redis(tier, block_identity, host_blocks)
     return FileTier(
         tier.path,
         config.capacity_blocks(tier.capacity),
         host_blocks,
+        identity=block_identity,
         policy=tier.policy.kind,
         io_threads=tier.io_threads,
         umask=tier.umask,
@@ -118,18 +129,11 @@ def build_tier(
     )
 
 
-def _build_redis(tier: RedisTierConfig, config: KVContractConfig, host_blocks: torch.Tensor) -> RedisTier:
-    """A Redis tier whose values carry the fingerprint of ``config.kv_layout`` and the namespace."""
-    layout = config.kv_layout
-    description = (
-        f"{layout.dtype} layers={layout.num_layers} kv_heads={layout.num_kv_heads} head_dim={layout.head_dim} "
-        f"block_tokens={layout.block_tokens} offload_block_tokens={layout.offload_block_tokens} "
-        f"namespace={tier.namespace}"
-    )
+def _build_redis(tier: RedisTierConfig, identity: BlockIdentity, host_blocks: torch.Tensor) -> RedisTier:
     nodes = [(host, int(port)) for host, _, port in (node.rpartition(":") for node in tier.cluster_nodes)]
     return RedisTier(
         host_blocks,
-        layout=description,
+        identity=identity,
         url=tier.url,
         cluster_nodes=nodes,
         namespace=tier.namespace,

@@ -255,6 +255,7 @@ def _config_show(options: argparse.Namespace) -> int:
     text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)  # pyright: ignore[reportUnknownMemberType]  # types-PyYAML leaves one keyword's type unknown
     with _writing():
         print(text, end="")
+        print(f"# block identity: {config.block_identity().fingerprint_hex} (kv_layout and identity together)")
     return 0
 
 

@@ -33,11 +33,14 @@ from pydantic import (
     PlainValidator,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
 from typing_extensions import Self
+
+from kvcontract.contracts.identity import BlockIdentity
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -49,6 +52,7 @@ __all__ = [
     "ConfigError",
     "ConfigLimits",
     "FileTierConfig",
+    "IdentityConfig",
     "KVContractConfig",
     "KVLayout",
     "LAYOUT_PRESETS",
@@ -111,6 +115,10 @@ class ConfigLimits:
     MAX_STORE_THRESHOLD: ClassVar[int] = 1_000_000
     MAX_IO_THREADS: ClassVar[int] = 64
     """Threads of one tier."""
+    MAX_NAME_CHARS: ClassVar[int] = 256
+    """A name in the block identity (model, revision, namespace...)."""
+    MAX_PARALLEL: ClassVar[int] = 65_536
+    """Size of one parallel axis (tensor, pipeline, context)."""
 
 
 _CAPACITY_HELP = 'give offload blocks as an integer >= 1, or a size such as "16GiB"'
@@ -357,8 +365,9 @@ class FileTierConfig(_Model):
 class RedisTierConfig(_Model):
     """Blocks as values on a Redis server or Redis Cluster that many engines share; Redis owns capacity.
 
-    Give ``url`` or ``cluster_nodes`` (``host:port``). Timeouts are seconds. ``namespace``
-    prefixes every key and enters the layout fingerprint, so give each model its own.
+    Give ``url`` or ``cluster_nodes`` (``host:port``). Timeouts are seconds. Key names
+    derive from the block identity; ``namespace`` (optional) is added to them, scoping keys
+    further within one identity, never across identities.
     """
 
     kind: Literal["redis"] = "redis"
@@ -366,7 +375,7 @@ class RedisTierConfig(_Model):
     cluster_nodes: list[Annotated[str, Field(pattern=r"^[^:\s]+:\d{1,5}$")]] = Field(
         default_factory=list[str]
     )
-    namespace: str = Field(default="kvc", min_length=1, pattern=r"^[^{}\s]+$")
+    namespace: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[^{}\s]+$")
     socket_timeout: float = Field(default=1.0, gt=0)
     connect_timeout: float = Field(default=1.0, gt=0)
     lookup_timeout: float = Field(default=0.1, gt=0)
@@ -402,6 +411,41 @@ class TieringManagerConfig(_Model):
 ManagerConfig = Annotated[Union[CPUManagerConfig, TieringManagerConfig], Field(discriminator="kind")]
 
 
+class IdentityConfig(_Model):
+    """What names this engine's blocks beside ``kv_layout``: the model, its parallel position, the hash scheme.
+
+    Every persistent or shared tier keeps blocks of each identity apart (see
+    :class:`kvcontract.contracts.BlockIdentity`). Set ``model`` when models of one layout
+    share a tier; engine adapters (vLLM) set model, ranks and hash scheme from the engine
+    themselves. ``namespace`` separates engines that would otherwise share blocks.
+    """
+
+    model: str = Field(default="", max_length=ConfigLimits.MAX_NAME_CHARS, description="Model name, e.g. meta-llama/Llama-3.1-8B.")
+    revision: str = Field(default="", max_length=ConfigLimits.MAX_NAME_CHARS)
+    kv_quantization: str = Field(
+        default="", max_length=ConfigLimits.MAX_NAME_CHARS, description="KV-cache quantization scheme, if any."
+    )
+    hash_scheme: str = Field(
+        default="", max_length=ConfigLimits.MAX_NAME_CHARS, description="How the engine hashes blocks into keys."
+    )
+    namespace: str = Field(default="", max_length=ConfigLimits.MAX_NAME_CHARS)
+    tp_size: int = Field(default=1, ge=1, le=ConfigLimits.MAX_PARALLEL)
+    tp_rank: int = Field(default=0, ge=0)
+    pp_size: int = Field(default=1, ge=1, le=ConfigLimits.MAX_PARALLEL)
+    pp_rank: int = Field(default=0, ge=0)
+    cp_size: int = Field(default=1, ge=1, le=ConfigLimits.MAX_PARALLEL)
+    cp_rank: int = Field(default=0, ge=0)
+
+    @field_validator("tp_rank", "pp_rank", "cp_rank")
+    @classmethod
+    def _rank_within_size(cls, rank: int, info: ValidationInfo) -> int:
+        axis = str(info.field_name).removesuffix("_rank")
+        size = info.data.get(f"{axis}_size")
+        if isinstance(size, int) and rank >= size:
+            raise ValueError(f"{axis}_rank ({rank}) must be below {axis}_size ({size})")
+        return rank
+
+
 class TransferConfig(_Model):
     """Where the KV cache lives and how host memory is allocated."""
 
@@ -414,6 +458,7 @@ class KVContractConfig(_Model):
     """The whole configuration: layout, manager tree, transfer settings, runtime checks."""
 
     kv_layout: KVLayout = KVLayout()
+    identity: IdentityConfig = IdentityConfig()
     manager: ManagerConfig = CPUManagerConfig()
     transfer: TransferConfig = TransferConfig()
     runtime_checks: bool = True
@@ -477,6 +522,30 @@ class KVContractConfig(_Model):
     def capacity_blocks(self, capacity: int) -> int:
         """``capacity`` in offload blocks: after validation every capacity already is."""
         return _blocks(capacity, self.kv_layout, "capacity", ConfigLimits.MAX_TIER_BYTES, "a capacity")
+
+    def block_identity(self) -> BlockIdentity:
+        """The identity of the blocks this config's engine writes: ``kv_layout`` and ``identity`` together."""
+        layout, named = self.kv_layout, self.identity
+        return BlockIdentity(
+            model=named.model,
+            revision=named.revision,
+            dtype=layout.dtype,
+            num_layers=layout.num_layers,
+            num_kv_heads=layout.num_kv_heads,
+            head_dim=layout.head_dim,
+            block_tokens=layout.block_tokens,
+            offload_block_tokens=layout.offload_block_tokens,
+            block_bytes=layout.offload_block_bytes,
+            kv_quantization=named.kv_quantization,
+            tp_size=named.tp_size,
+            tp_rank=named.tp_rank,
+            pp_size=named.pp_size,
+            pp_rank=named.pp_rank,
+            cp_size=named.cp_size,
+            cp_rank=named.cp_rank,
+            hash_scheme=named.hash_scheme,
+            namespace=named.namespace,
+        )
 
     @property
     def host_blocks(self) -> int:

@@ -193,6 +193,14 @@ def _tier_samples(tier: TierStats, label: str) -> Iterator[MetricSample]:
         tier.checksum_failures,
         labels,
     )
+    yield MetricSample(
+        "identity_mismatches_total",
+        "counter",
+        "Values a secondary tier met that another block identity (model, layout, rank or namespace) wrote; "
+        "each is a miss, never data.",
+        tier.identity_mismatches,
+        labels,
+    )
 
 
 @dataclass

@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvcontract import OffloadKey, TierJob, make_offload_key
+from kvcontract.testing import example_identity
 from kvcontract.tiers import FileTier
 
 _UNITS = {"": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30}
@@ -175,7 +176,8 @@ def bench_block_size(
     original = host.clone()
     keys = tier_keys(count)
     root = workdir / f"tier-{block_bytes}"
-    store_tier = FileTier(root, count, host, io_threads=max(threads))
+    identity = example_identity(block_bytes)
+    store_tier = FileTier(root, count, host, identity=identity, io_threads=max(threads))
     store_ids = set(range(len(list(batches(count, job_blocks)))))
     for job_id, ids_range in enumerate(batches(count, job_blocks)):
         store_tier.submit_store(TierJob(job_id, keys[ids_range.start : ids_range.stop], ids_range))
@@ -200,7 +202,7 @@ def bench_block_size(
         seconds = best_of(repeat, cold, lambda: time_sequential_files(paths))
         runs.append(Run("1 MiB reads of the tier's files", cache, block_bytes, total_bytes, seconds))
         for thread_count in threads:
-            tier = FileTier(root, count, host, io_threads=thread_count)
+            tier = FileTier(root, count, host, identity=identity, io_threads=thread_count)
             host.zero_()
             seconds = best_of(repeat, cold, lambda: time_tier_loads(tier, keys, job_blocks))
             tier.shutdown()

@@ -34,6 +34,7 @@ from kvcontract import OffloadKey, SecondaryTier, TierJob, make_offload_key
 from kvcontract.config import load_config
 from kvcontract.sim.multi_engine import print_engines_report, run_engines
 from kvcontract.sim.trace import read_trace
+from kvcontract.testing import example_identity
 from kvcontract.tiers import RedisTier
 from kvcontract.tiers.redis_client import RedisClient
 from tests.tiers.redis.support import HOST, RedisServer
@@ -97,7 +98,7 @@ def _measure(
     payloads = [host[i].numpy().tobytes() for i in range(job_blocks)]
     tier = RedisTier(
         host,
-        layout=f"bench {block_bytes}",
+        identity=example_identity(block_bytes),
         url=server.url,
         io_threads=io_threads,
         pool_size=io_threads + 2,
@@ -209,7 +210,7 @@ def hits(trace: Path, engines: int, requests: int | None, console: Console) -> N
 def _bytes_per_block(server: RedisServer, block_bytes: int) -> int:
     """Server memory per stored block of ``block_bytes``: the growth of ``used_memory`` over many blocks."""
     host = torch.zeros((1, block_bytes), dtype=torch.uint8)
-    tier = RedisTier(host, layout="calibration", url=server.url, namespace="calibration")
+    tier = RedisTier(host, identity=example_identity(block_bytes), url=server.url, namespace="calibration")
     try:
         before = _used_memory(server)
         keys = [make_offload_key(i.to_bytes(8, "big")) for i in range(_CALIBRATION_BLOCKS)]

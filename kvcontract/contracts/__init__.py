@@ -1,6 +1,7 @@
 """The contracts of kvcontract: Protocols and the value types they exchange."""
 
 from kvcontract.contracts.base import Contract
+from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import (
     OffloadKey,
     make_offload_key,
@@ -22,6 +23,7 @@ from kvcontract.contracts.values import (
 from kvcontract.contracts.worker import OffloadingWorker
 
 __all__ = [
+    "BlockIdentity",
     "BlockIdsSpec",
     "BlockStatus",
     "CachePolicy",

@@ -58,6 +58,8 @@ class TierStats:
     cascade_failures: int = 0
     checksum_failures: int = 0
     """Blocks read back that failed the tier's verification, as the tier counts them (0 if it keeps no count)."""
+    identity_mismatches: int = 0
+    """Values the tier met that another block identity wrote, each a miss (0 if it keeps no count)."""
 
 
 @runtime_checkable
@@ -296,11 +298,7 @@ class TieringOffloadingManager(OffloadingManager):
         self._poll()
         primary = self._primary.stats()
         tiers = tuple(
-            TierStats(
-                type(state.tier).__name__,
-                **asdict(state.counters),
-                checksum_failures=state.tier.stats().checksum_failures if isinstance(state.tier, _VerifyingTier) else 0,
-            )
+            TierStats(type(state.tier).__name__, **asdict(state.counters), **_verification(state.tier))
             for state in self._tiers
         )
         counters = {f.name: getattr(primary, f.name) for f in fields(ManagerStats)}
@@ -405,3 +403,11 @@ def _block_ids(spec: LoadStoreSpec) -> Sequence[int]:
             f"(host block ids), got {type(spec).__name__}"
         )
     return spec.block_ids
+
+
+def _verification(tier: SecondaryTier) -> dict[str, int]:
+    """What ``tier`` counts of its failed checks: the counts its stats name, 0 for any it does not keep."""
+    if not isinstance(tier, _VerifyingTier):
+        return {}
+    counts = tier.stats()
+    return {name: getattr(counts, name, 0) for name in ("checksum_failures", "identity_mismatches")}

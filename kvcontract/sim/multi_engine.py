@@ -56,6 +56,7 @@ class MultiEngineReport:
             "verified_blocks": self.verified_blocks,
             "failed_stores": self.failed_stores,
             "failed_loads": self.failed_loads,
+            "identity_mismatches": sum(engine.identity_mismatches for engine in self.engines),
             "seconds": self.seconds,
         }
 

@@ -73,6 +73,10 @@ class SimulationReport:
     seconds: float
     samples: tuple[ProgressSample, ...] = field(repr=False)
     tiers: tuple[TierStats, ...] = ()
+    identity: str = ""
+    """The fingerprint (hex) of the block identity the engine's tiers keep."""
+    identity_mismatches: int = 0
+    """Values of another block identity its tiers met (each a miss): 0 unless engines of several models share them."""
 
     def summary(self) -> dict[str, object]:
         """The figures as a JSON-ready mapping, without the progress samples."""
@@ -330,6 +334,8 @@ class EngineSimulator:
             seconds=seconds,
             samples=tuple(samples),
             tiers=tiers,
+            identity=self._config.block_identity().fingerprint_hex,
+            identity_mismatches=sum(tier.identity_mismatches for tier in tiers),
         )
 
 

@@ -13,6 +13,7 @@ except ImportError:  # pragma: no cover - exercised without the extra only
 
 from kvcontract.testing.checks import check_manager, check_policy, check_tier, check_worker
 from kvcontract.testing.conformance import PROFILES, ConformanceError, Profile
+from kvcontract.testing.identity import example_identity
 
 del _hypothesis
 
@@ -24,4 +25,5 @@ __all__ = [
     "check_policy",
     "check_tier",
     "check_worker",
+    "example_identity",
 ]

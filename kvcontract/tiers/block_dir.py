@@ -1,11 +1,17 @@
 """Where a file tier's blocks live under its root: the root's checks, sharded names, the start-up scan.
 
-A key's file is ``root/ab/cd/abcd....kvb``, named by a 128-bit BLAKE2b hash of the key
-(the key itself is in the header). The root is opened once and checked (see
-:class:`BlockDirectory`); below it every directory is opened relative to its parent with
-``O_NOFOLLOW``, so no symlink inside the root is ever followed: a symlink (or any other
-non-directory) where a shard directory belongs is corrupt, skipped by reads and the scan
-and replaced by a store.
+A key's file is ``root/<identity>/ab/cd/abcd....kvb``: ``<identity>`` is the 32 hex digits
+of the block identity's fingerprint, so engines of many models share one root side by side,
+each reading, indexing and evicting only its own directory; the file is named by a 128-bit
+BLAKE2b hash of the key (the key itself is in the header). The root is opened once and
+checked (see :class:`BlockDirectory`); below it every directory is opened relative to its
+parent with ``O_NOFOLLOW``, so no symlink inside the root is ever followed: a symlink (or
+any other non-directory) where a directory belongs is corrupt, skipped by reads and the
+scan and replaced by a store.
+
+Format 1 kept its shards right under the root (``root/ab/cd/...``, no identity):
+:meth:`BlockDirectory.remove_format_1_shards` deletes them, since no engine can tell whose
+KV they hold.
 """
 
 from __future__ import annotations
@@ -21,9 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvcontract.contracts.keys import OffloadKey
-from kvcontract.tiers.block_file import TEMP_SUFFIX, BlockLocation, CorruptBlockError, read_header
+from kvcontract.tiers.block_file import (
+    TEMP_SUFFIX,
+    BlockLocation,
+    CorruptBlockError,
+    delete_block,
+    read_header,
+    remove_directory,
+)
 
-__all__ = ["DEFAULT_UMASK", "STALE_TEMP_SECONDS", "BlockDirectory", "FoundBlock", "check_umask"]
+__all__ = ["DEFAULT_UMASK", "STALE_TEMP_SECONDS", "BlockDirectory", "ForeignBlock", "FoundBlock", "check_umask"]
 
 STALE_TEMP_SECONDS = 3600.0
 """A temporary file this old is abandoned even if its writer's pid is alive (pid reuse, other hosts)."""
@@ -34,6 +47,13 @@ _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK 
 _NOT_A_DIRECTORY = (errno.ELOOP, errno.ENOTDIR)
 """What opening a symlink or a non-directory with ``_DIRECTORY_FLAGS`` raises."""
 _TRUST_HINT = "or set trust_shared_root (config: trust_shared_root: true) if everyone who can write it is trusted"
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignBlock:
+    """A block file of another identity found in this identity's directory (and deleted)."""
+
+    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +76,9 @@ def check_umask(umask: int) -> int:
 
 
 class BlockDirectory:
-    """Maps keys to sharded files under ``root``, opens them without following symlinks, and finds blocks.
+    """Maps keys to sharded files under ``root/<identity>``, opens them without following symlinks, and finds blocks.
+
+    ``identity`` is the hex fingerprint of the block identity whose blocks this directory holds.
 
     Files are created with mode ``0o666 & ~umask`` and directories ``0o777 & ~umask``. The
     root must belong to this process's user and be writable by nobody the umask does not
@@ -65,7 +87,9 @@ class BlockDirectory:
     usual; its ancestors are the operator's to protect.
     """
 
-    def __init__(self, root: Path, *, umask: int = DEFAULT_UMASK, trust_shared_root: bool = False) -> None:
+    def __init__(
+        self, root: Path, identity: str, *, umask: int = DEFAULT_UMASK, trust_shared_root: bool = False
+    ) -> None:
         self.file_mode: int = 0o666 & ~check_umask(umask)
         self.dir_mode: int = 0o777 & ~umask
         existed = root.exists()
@@ -79,21 +103,41 @@ class BlockDirectory:
                 os.fchmod(fd, self.dir_mode)
             if not trust_shared_root:
                 _check_root_owner(root, os.fstat(fd), umask)
+            identity_fd = self._subdirectory(fd, identity, create=True)
         except OSError:
-            self.close()
+            self._close()
             raise
+        self._close_identity = weakref.finalize(self, os.close, identity_fd)
         self.root = root
+        self.identity_root: Path = root / identity
+        """The directory that holds this identity's blocks."""
         self._root_fd = fd
-        self._root = str(root)
+        self._identity_fd = identity_fd
+        self._root = str(self.identity_root)
 
     def close(self) -> None:
-        """Release the root's descriptor; nothing is read or written after."""
+        """Release the directories' descriptors; nothing is read or written after."""
+        self._close_identity()
         self._close()
 
     def path_of(self, key: OffloadKey) -> str:
         """The file of ``key``, for people and tests: the tier itself reaches it through :meth:`locate`."""
         name = _name_of(key)
         return os.path.join(self._root, name[:2], name[2:4], name)
+
+    def remove_format_1_shards(self) -> int:
+        """Delete the shard directories format 1 kept right under the root; how many there were.
+
+        Their blocks carry no identity, so they can never be served; deleting them returns
+        their disk space. An identity's directory (32 hex digits) is never touched.
+        """
+        removed = 0
+        for entry in _entries(self._root_fd):
+            if len(entry.name) == 2 and entry.is_dir(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    remove_directory(self._root_fd, entry.name)
+                    removed += 1
+        return removed
 
     @contextlib.contextmanager
     def locate(self, key: OffloadKey, *, create: bool = False) -> Generator[BlockLocation, None, None]:
@@ -106,7 +150,7 @@ class BlockDirectory:
         # an lstat and an fstat in read_block): 27 us of CPU per 128 KiB block on the 2-core
         # dev VM (61 against 34, tools-style interleaved thread_time), noise at 2 MiB and up.
         name = _name_of(key)
-        shard = self._subdirectory(self._root_fd, name[:2], create)
+        shard = self._subdirectory(self._identity_fd, name[:2], create)
         try:
             leaf = self._subdirectory(shard, name[2:4], create)
         finally:
@@ -137,25 +181,29 @@ class BlockDirectory:
             os.fchmod(fd, self.dir_mode)  # the process umask may have narrowed the mode
         return fd
 
-    def scan(self) -> Iterator[FoundBlock]:
-        """Every well-formed block file under the root; deletes corrupt entries and stale temporary files.
+    def scan(self, fingerprint: bytes) -> Iterator[FoundBlock | ForeignBlock]:
+        """Every well-formed block file of this identity; deletes corrupt entries and stale temporary files.
 
-        Files placed where another key belongs are skipped. Reads only headers; opens no
-        symlink and nothing that is not a regular file, so no entry can hang the scan.
+        Files placed where another key belongs are skipped; a file of another identity than
+        ``fingerprint`` is deleted (no engine looks for it here) and yielded as a
+        :class:`ForeignBlock`. Reads only headers; opens no symlink and nothing that is not a
+        regular file, so no entry can hang the scan.
         """
         now = time.time()
-        for shard_name, shard in _subdirectories(self._root_fd):
+        for shard_name, shard in _subdirectories(self._identity_fd):
             for leaf_name, leaf in _subdirectories(shard):
                 for entry in _entries(leaf):
                     if entry.name.endswith(TEMP_SUFFIX):
                         _remove_if_stale(leaf, entry, now)
                     elif entry.name.endswith(_BLOCK_SUFFIX):
-                        found = self._examine(BlockLocation(leaf, entry.name), entry, shard_name + leaf_name)
+                        found = self._examine(BlockLocation(leaf, entry.name), entry, shard_name + leaf_name, fingerprint)
                         if found is not None:
                             yield found
 
     @staticmethod
-    def _examine(location: BlockLocation, entry: os.DirEntry[str], prefix: str) -> FoundBlock | None:
+    def _examine(
+        location: BlockLocation, entry: os.DirEntry[str], prefix: str, fingerprint: bytes
+    ) -> FoundBlock | ForeignBlock | None:
         try:
             header = read_header(location)
             mtime = entry.stat(follow_symlinks=False).st_mtime
@@ -164,6 +212,9 @@ class BlockDirectory:
         name = _name_of(header.key)
         if name != location.name or not name.startswith(prefix):
             return None
+        if header.fingerprint != fingerprint:
+            delete_block(location)
+            return ForeignBlock(location.name)
         return FoundBlock(header.key, header.payload_len, mtime)
 
 

@@ -16,15 +16,17 @@ from pathlib import Path
 import torch
 from typing_extensions import override
 
+from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
 from kvcontract.contracts.policy import CachePolicy
 from kvcontract.contracts.request import LookupResult
 from kvcontract.contracts.tier import SecondaryTier, TierJob
 from kvcontract.contracts.values import BlockStatus, OffloadingEvent, TransferResult
 from kvcontract.policies import make_policy
-from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks
-from kvcontract.tiers.block_dir import DEFAULT_UMASK, BlockDirectory
-from kvcontract.tiers.block_file import CorruptBlockError, delete_block, read_block, write_block
+from kvcontract.tiers.block_dir import DEFAULT_UMASK, BlockDirectory, ForeignBlock, FoundBlock
+from kvcontract.tiers.block_file import delete_block, read_block, write_block
+from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks, check_identity_block_bytes
+from kvcontract.tiers.integrity import CorruptBlockError, IdentityMismatchError, MismatchLog
 from kvcontract.tiers.io_pool import PriorityThreadPool, Task
 
 __all__ = ["MEDIUM", "FileTier", "FileTierStats"]
@@ -41,10 +43,12 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class FileTierStats:
-    """What the tier counts for operators: loads that found a block file corrupt."""
+    """What the tier counts for operators: block files found corrupt, or written under another identity."""
 
     checksum_failures: int = 0
     """Block files that failed verification on load (checksum, header, length or key wrong, or no regular file)."""
+    identity_mismatches: int = 0
+    """Block files met in this identity's directory that another identity wrote (each a miss, the file deleted)."""
 
 
 @dataclass(eq=False)
@@ -86,6 +90,12 @@ class FileTier(SecondaryTier):
     its own capacity; :meth:`lookup` never reads the disk, so a block another process wrote
     later is seen at the next start, and one it evicted reads as a miss.
 
+    ``identity`` is the block identity of this engine: blocks live under
+    ``root/<its fingerprint>/``, each file carries the fingerprint, and a file of another
+    identity is a miss, never bytes in a host block. Engines of many models share a root
+    side by side; each indexes, counts against its ``capacity`` and evicts only its own
+    blocks. Shard directories of format 1 (no identity) are deleted at start.
+
     Files are created ``0o666 & ~umask`` and directories ``0o777 & ~umask`` (0600 and 0700
     by default; ``0o007`` shares them with a group). The root must belong to this user and
     be writable by no one the umask leaves out, unless ``trust_shared_root``; nothing inside
@@ -100,6 +110,7 @@ class FileTier(SecondaryTier):
         capacity: int,
         host_blocks: torch.Tensor,
         *,
+        identity: BlockIdentity,
         policy: str | CachePolicy = "lru",
         io_threads: int = 4,
         umask: int = DEFAULT_UMASK,
@@ -109,12 +120,18 @@ class FileTier(SecondaryTier):
         if capacity < 1:
             raise ValueError(f"FileTier capacity must be at least 1 block, got {capacity}")
         check_host_blocks(host_blocks, "FileTier")
+        check_identity_block_bytes(identity, host_blocks, "FileTier")
         self._host = host_blocks
         self._rows = host_blocks.numpy()
         self._block_bytes = int(host_blocks.shape[1])
         self._capacity = capacity
         self._policy = make_policy(policy, capacity)
-        self._dir = BlockDirectory(Path(root), umask=umask, trust_shared_root=trust_shared_root)
+        self._identity = identity
+        self._fingerprint = identity.fingerprint
+        self._dir = BlockDirectory(
+            Path(root), identity.fingerprint_hex, umask=umask, trust_shared_root=trust_shared_root
+        )
+        self._mismatches = MismatchLog(_log, f"file tier at {root}", identity.fingerprint_hex)
         self._lock = threading.Lock()
         self._block_ids = itertools.count()
         self._events: list[OffloadingEvent] | None = [] if enable_events else None
@@ -124,6 +141,8 @@ class FileTier(SecondaryTier):
         self._stores_behind_delete: dict[OffloadKey, list[Task]] = {}
         self._closed = False
         self._checksum_failures = 0
+        if self._dir.remove_format_1_shards():
+            _log.info("file tier at %s: removed the shard directories of block format 1 (blocks without an identity)", root)
         self._rebuild_index()
         self._pool = PriorityThreadPool(io_threads, name="file-tier")
 
@@ -135,6 +154,11 @@ class FileTier(SecondaryTier):
     def block_path(self, key: OffloadKey) -> Path:
         """Where ``key``'s block file belongs, for people and tests; the tier reaches it through its directory."""
         return Path(self._dir.path_of(key))
+
+    @property
+    def identity(self) -> BlockIdentity:
+        """The block identity whose blocks this tier reads and writes."""
+        return self._identity
 
     @property
     def capacity(self) -> int:
@@ -227,7 +251,7 @@ class FileTier(SecondaryTier):
     def stats(self) -> FileTierStats:
         """Counters since the tier started."""
         with self._lock:
-            return FileTierStats(self._checksum_failures)
+            return FileTierStats(self._checksum_failures, self._mismatches.count)
 
     @override
     def get_finished(self) -> list[TransferResult]:
@@ -266,10 +290,13 @@ class FileTier(SecondaryTier):
     def _rebuild_index(self) -> None:
         # Oldest first; files written within one clock tick share an mtime, and the key
         # then orders them, so the same files give the same order whatever the directory order.
-        found = sorted(
-            (block for block in self._dir.scan() if block.payload_len == self._block_bytes),
-            key=lambda block: (block.mtime, block.key),
-        )
+        found: list[FoundBlock] = []
+        for block in self._dir.scan(self._fingerprint):
+            if isinstance(block, ForeignBlock):
+                self._mismatches.record(block.name)
+            elif block.payload_len == self._block_bytes:
+                found.append(block)
+        found.sort(key=lambda block: (block.mtime, block.key))
         excess = max(0, len(found) - self._capacity)
         for block in found[:excess]:
             self._delete_file(block.key)
@@ -333,7 +360,7 @@ class FileTier(SecondaryTier):
         started = time.perf_counter()
         try:
             with self._dir.locate(key, create=True) as location:
-                write_block(location, key, memoryview(self._rows[host_id]))
+                write_block(location, key, memoryview(self._rows[host_id]), fingerprint=self._fingerprint)
             ok = True
         except Exception as exc:
             ok = False
@@ -354,8 +381,12 @@ class FileTier(SecondaryTier):
         started = time.perf_counter()
         try:
             with self._dir.locate(key) as location:
-                read_block(location, key, memoryview(self._rows[host_id]))
+                read_block(location, key, memoryview(self._rows[host_id]), fingerprint=self._fingerprint)
             ok, corrupt = True, False
+        except IdentityMismatchError:
+            ok, corrupt = False, False
+            self._mismatches.record(f"the block file of key {key.hex()}")
+            self._host[host_id].zero_()
         except Exception as exc:
             ok = False
             corrupt = isinstance(exc, CorruptBlockError)

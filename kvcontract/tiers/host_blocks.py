@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from kvcontract.contracts import TierJob
+from kvcontract.contracts import BlockIdentity, TierJob
 
-__all__ = ["check_host_block_ids", "check_host_blocks"]
+__all__ = ["check_host_block_ids", "check_host_blocks", "check_identity_block_bytes"]
 
 
 def check_host_blocks(host_blocks: torch.Tensor, tier: str) -> None:
@@ -34,4 +34,14 @@ def check_host_block_ids(job: TierJob, host_blocks: torch.Tensor, tier: str) -> 
         raise ValueError(
             f"TierJob {job.job_id}: host block ids {bad[:8]} are outside [0, {count}); "
             f"the host buffer given to {tier} has {count} blocks"
+        )
+
+
+def check_identity_block_bytes(identity: BlockIdentity, host_blocks: torch.Tensor, tier: str) -> None:
+    """Refuse host blocks whose rows are not the identity's block size: the identity would describe other bytes."""
+    width = int(host_blocks.shape[1])
+    if identity.block_bytes != width:
+        raise ValueError(
+            f"{tier}: the block identity says blocks of {identity.block_bytes} bytes, but the host blocks "
+            f"hold {width} bytes each: build the identity from the layout the host memory was sized for"
         )

@@ -32,11 +32,13 @@ import torch
 import xxhash
 from typing_extensions import override
 
+from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
 from kvcontract.contracts.request import LookupResult
 from kvcontract.contracts.tier import SecondaryTier, TierJob
 from kvcontract.contracts.values import OffloadingEvent, TransferResult
-from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks
+from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks, check_identity_block_bytes
+from kvcontract.tiers.integrity import MismatchLog
 from kvcontract.tiers.io_pool import PriorityThreadPool
 from kvcontract.tiers.redis_client import (
     RedisClient,
@@ -46,7 +48,7 @@ from kvcontract.tiers.redis_client import (
     connect,
     describe_error,
 )
-from kvcontract.tiers.redis_value import BadValueError, decode_value, encode_value_into, header_size, layout_fingerprint
+from kvcontract.tiers.redis_value import BadValueError, decode_value, encode_value_into, header_size
 
 __all__ = ["MEDIUM", "RedisTier", "RedisTierStats"]
 
@@ -54,7 +56,9 @@ MEDIUM = "REDIS"
 """The ``medium`` of this tier's events."""
 
 TAG_GROUPS = 256
-"""Hash-tag groups: a key's name carries ``{namespace:gg}``, so Redis Cluster puts it in one of 256 slots."""
+"""Hash-tag groups: a key's name carries ``{prefix:gg}``, so Redis Cluster puts it in one of 256 slots."""
+PREFIX_FINGERPRINT_DIGITS = 16
+"""Hex digits of the identity's fingerprint in every key name: 64 bits keep identities apart; the value holds all 128."""
 
 _READ = 0
 _WRITE = 1
@@ -84,6 +88,7 @@ class RedisTierStats:
     evicted: int = 0
     checksum_failures: int = 0
     rejected_values: int = 0
+    identity_mismatches: int = 0
     timeouts: int = 0
     connection_errors: int = 0
     reconnects: int = 0
@@ -102,6 +107,7 @@ class _Counters:
     evicted: int = 0
     checksum_failures: int = 0
     rejected_values: int = 0
+    identity_mismatches: int = 0
     timeouts: int = 0
     connection_errors: int = 0
     reconnects: int = 0
@@ -109,13 +115,15 @@ class _Counters:
 
 
 class RedisTier(SecondaryTier):
-    """Blocks as Redis values named ``{namespace:gg}<key hex>``, shared by every engine using that server.
+    """Blocks as Redis values named ``{kvc:<identity>[:namespace]:gg}<key hex>``, shared by every engine using that server.
 
     ``host_blocks`` is the host memory that job host block ids index: a 2-D ``torch.uint8``
     CPU tensor ``(num_host_blocks, bytes_per_block)``; the caller keeps a job's host blocks
-    reserved until :meth:`get_finished` reports the job. ``layout`` describes what a block
-    holds (dtype, shapes, tokens, model); its fingerprint is in every value, so engines of
-    another layout sharing the server read those values as misses. Give ``url``
+    reserved until :meth:`get_finished` reports the job. ``identity`` is this engine's block
+    identity: the first 16 hex digits of its fingerprint name every key, so engines of other
+    models, layouts or ranks on one server live side by side, and all of it is in every
+    value, so a value of another identity is a miss, never bytes in a host block.
+    ``namespace`` (optional) scopes keys further, within the identity, never across it. Give ``url``
     (``redis://127.0.0.1:6379/0``) or ``cluster_nodes`` (``[(host, port), ...]``).
     ``ttl_seconds`` expires values; ``start_degraded`` starts the tier even when the server
     does not answer, retrying every ``retry_interval`` seconds.
@@ -125,10 +133,10 @@ class RedisTier(SecondaryTier):
         self,
         host_blocks: torch.Tensor,
         *,
-        layout: str,
+        identity: BlockIdentity,
         url: str | None = None,
         cluster_nodes: Sequence[tuple[str, int]] = (),
-        namespace: str = "kvc",
+        namespace: str | None = None,
         socket_timeout: float = 1.0,
         connect_timeout: float = 1.0,
         pool_size: int = 8,
@@ -147,11 +155,14 @@ class RedisTier(SecondaryTier):
                 "each I/O thread and the lookup thread hold a connection"
             )
         check_host_blocks(host_blocks, "RedisTier")
+        check_identity_block_bytes(identity, host_blocks, "RedisTier")
         self._host = host_blocks
         self._rows = host_blocks.numpy()
         self._block_bytes = int(host_blocks.shape[1])
-        self._fingerprint = layout_fingerprint(layout)
-        self._prefix = namespace
+        self._identity = identity
+        self._fingerprint = identity.fingerprint
+        self._namespace = namespace
+        self._prefix = f"kvc:{identity.fingerprint_hex[:PREFIX_FINGERPRINT_DIGITS]}" + (f":{namespace}" if namespace else "")
         self._ttl = ttl_seconds
         self._lookup_timeout = lookup_timeout
         self._lookup_wait = lookup_wait
@@ -176,6 +187,7 @@ class RedisTier(SecondaryTier):
         self._lock = threading.Lock()
         self._answered = threading.Condition(self._lock)
         self._counters = _Counters()
+        self._mismatches = MismatchLog(_log, f"redis tier at {self._where}", identity.fingerprint_hex)
         self._known: OrderedDict[OffloadKey, float] = OrderedDict()
         self._storing: dict[OffloadKey, int] = {}
         self._asking: dict[OffloadKey, float] = {}
@@ -195,7 +207,17 @@ class RedisTier(SecondaryTier):
 
     @override
     def __repr__(self) -> str:
-        return f"RedisTier({self._where!r}, namespace={self._prefix!r})"
+        return f"RedisTier({self._where!r}, prefix={self._prefix!r})"
+
+    @property
+    def identity(self) -> BlockIdentity:
+        """The block identity whose values this tier reads and writes."""
+        return self._identity
+
+    @property
+    def namespace(self) -> str | None:
+        """The namespace that scopes this tier's keys within its identity, if one was given."""
+        return self._namespace
 
     @property
     def healthy(self) -> bool:
@@ -203,7 +225,7 @@ class RedisTier(SecondaryTier):
         return self._healthy
 
     def redis_key(self, key: OffloadKey) -> bytes:
-        """The Redis key name of ``key``: namespace and tag group in the hash tag, then the key in hex."""
+        """The Redis key name of ``key``: identity, namespace and tag group in the hash tag, then the key in hex."""
         group = xxhash.xxh3_64_intdigest(key) % TAG_GROUPS
         return f"{{{self._prefix}:{group:02x}}}{key.hex()}".encode()
 
@@ -466,6 +488,7 @@ class RedisTier(SecondaryTier):
         bad: list[OffloadKey] = []
         unreachable: list[OffloadKey] = []
         checksum_failures = 0
+        mismatches = 0
         error: BaseException | None = None
         try:
             for chunk in _chunks(range(len(keys)), max(1, _CHUNK_BYTES // self._block_bytes)):
@@ -480,9 +503,13 @@ class RedisTier(SecondaryTier):
                         try:
                             payload = decode_value(_as_bytes(reply), keys[i], self._fingerprint, self._block_bytes)
                         except BadValueError as exc:
-                            _log.warning("redis tier: value of key %s is bad: %s", keys[i].hex(), exc)
+                            if exc.identity_mismatch:
+                                self._mismatches.record(f"the value of key {keys[i].hex()}")
+                            else:
+                                _log.warning("redis tier: value of key %s is bad: %s", keys[i].hex(), exc)
                             bad.append(keys[i])
                             checksum_failures += exc.checksum_failed
+                            mismatches += exc.identity_mismatch
                             continue
                         memoryview(self._rows[host_ids[i]])[:] = payload
         except Exception as exc:
@@ -502,7 +529,8 @@ class RedisTier(SecondaryTier):
                 self._events.append(OffloadingEvent(lost, MEDIUM, removed=True))
             self._counters.evicted += len(gone)
             self._counters.checksum_failures += checksum_failures
-            self._counters.rejected_values += len(bad) - checksum_failures
+            self._counters.rejected_values += len(bad) - checksum_failures - mismatches
+            self._counters.identity_mismatches += mismatches
             if error is not None:
                 self._fault_locked(error, f"load job {job_id}")
             transferred = len(keys) * self._block_bytes if success else 0

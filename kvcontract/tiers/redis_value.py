@@ -1,21 +1,20 @@
 """The value of one block in Redis: a checked header, the key, then the payload.
 
-Layout (little-endian): magic ``KVCR``, format version (u16), key length (u16), payload
-length (u64), xxh3-64 checksum of the payload (u64), layout fingerprint (16 bytes), the
-key, the payload. It is the file tier's block format (same checksum, same error type from
-:mod:`kvcontract.tiers.block_file`) plus the fingerprint, because engines of different
-models or layouts may share one server. The key is repeated inside the value so that a
-value copied or written under another key never passes for that key's block.
+Layout (little-endian), format 2: magic ``KVCR``, format version (u16), key length (u16),
+payload length (u64), xxh3-64 checksum of the payload (u64), the block identity's
+fingerprint (16 bytes), the key, the payload: the file tier's block format, checked with
+the same :mod:`kvcontract.tiers.integrity`. The key is repeated inside the value so that a
+value copied or written under another key never passes for that key's block. Format 1
+carried a fingerprint of the layout alone; its values live under other key names and are
+refused by version if ever read.
 """
 
 from __future__ import annotations
 
 import struct
 
-import xxhash
-
 from kvcontract.contracts.keys import OffloadKey
-from kvcontract.tiers.block_file import CorruptBlockError, checksum
+from kvcontract.tiers.integrity import CorruptBlockError, checksum
 
 __all__ = [
     "FORMAT_VERSION",
@@ -24,25 +23,24 @@ __all__ = [
     "encode_value",
     "encode_value_into",
     "header_size",
-    "layout_fingerprint",
 ]
 
 MAGIC = b"KVCR"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _FIXED = struct.Struct("<4sHHQQ16s")
 
 
 class BadValueError(CorruptBlockError):
-    """A Redis value that is not the block asked for; ``checksum_failed`` when only the payload hash is wrong."""
+    """A Redis value that is not the block asked for.
 
-    def __init__(self, message: str, *, checksum_failed: bool = False) -> None:
+    ``checksum_failed`` when only the payload hash is wrong, ``identity_mismatch`` when
+    another block identity wrote it.
+    """
+
+    def __init__(self, message: str, *, checksum_failed: bool = False, identity_mismatch: bool = False) -> None:
         super().__init__(message)
         self.checksum_failed: bool = checksum_failed
-
-
-def layout_fingerprint(description: str) -> bytes:
-    """16 bytes that differ between layouts: the xxh3-128 digest of ``description``."""
-    return xxhash.xxh3_128_digest(description.encode())
+        self.identity_mismatch: bool = identity_mismatch
 
 
 def header_size(key: OffloadKey) -> int:
@@ -80,7 +78,9 @@ def decode_value(value: bytes, key: OffloadKey, fingerprint: bytes, payload_len:
     if version != FORMAT_VERSION:
         raise BadValueError(f"format version {version}, expected {FORMAT_VERSION}")
     if stored_fingerprint != fingerprint:
-        raise BadValueError("layout fingerprint differs: written by another model or layout")
+        raise BadValueError(
+            f"written under another block identity ({stored_fingerprint.hex()})", identity_mismatch=True
+        )
     if key_len != len(key) or value[_FIXED.size : start] != key:
         raise BadValueError("holds another key")
     if stored_len != payload_len or len(value) != start + payload_len:

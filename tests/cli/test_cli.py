@@ -58,6 +58,19 @@ def test_config_show_prints_defaults() -> None:
     assert "kv_layout:" in result.stdout and "runtime_checks: true" in result.stdout
 
 
+def test_config_show_prints_the_block_identity_s_fingerprint(tmp_path: Path) -> None:
+    from kvcontract.config import load_config
+
+    path = tmp_path / "model.yaml"
+    path.write_text("identity: {model: org/model-a, tp_size: 2, tp_rank: 1}\n")
+    result = kvcontract("config", "show", str(path))
+    assert result.returncode == 0, result.stderr
+    assert f"block identity: {load_config(path).block_identity().fingerprint_hex}" in result.stdout
+    other = tmp_path / "other.yaml"
+    other.write_text("identity: {model: org/model-b, tp_size: 2, tp_rank: 1}\n")
+    assert load_config(other).block_identity().fingerprint != load_config(path).block_identity().fingerprint
+
+
 MALFORMED = [
     ("a.yaml", "kv_layout: {block_tokens: 16, offload_block_tokens: 24}", "must be a multiple of block_tokens"),
     ("b.yaml", "manager: {kind: cpu, capacity: 0}", "manager.capacity: capacity 0 is below one block"),
@@ -123,6 +136,7 @@ def test_short_simulation_json_and_plot(tmp_path: Path) -> None:
     assert figures["verified_blocks"] == figures["hit_blocks"] > 0
     assert figures["bytes_loaded"] > 0 and figures["bytes_stored"] > 0
     assert figures["failed_stores"] == figures["failed_loads"] == 0
+    assert figures["identity_mismatches"] == 0 and len(figures["identity"]) == 32
     assert set(figures) >= {"tokens_from_offload", "transfer_gbps", "manager_us_per_block", "blocks"}
     assert plot.read_bytes().startswith(b"\x89PNG")
 

@@ -188,3 +188,26 @@ def test_schema_names_every_kind() -> None:
     for kind in ("cpu", "tiering", "file", "reuse"):
         assert f'"{kind}"' in schema
     assert '"kv_layout"' in schema
+
+
+@pytest.mark.parametrize(
+    ("identity", "message"),
+    [
+        ({"tp_size": 2, "tp_rank": 2}, "identity.tp_rank: tp_rank (2) must be below tp_size (2)"),
+        ({"pp_rank": 1}, "identity.pp_rank: pp_rank (1) must be below pp_size (1)"),
+        ({"cp_size": 0}, "identity.cp_size"),
+        ({"model": "m" * 300}, "identity.model"),
+        ({"colour": "red"}, "identity.colour"),
+    ],
+)
+def test_a_bad_identity_names_its_field(identity: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(base={"identity": identity})
+    assert message in str(raised.value)
+
+
+def test_the_block_identity_joins_the_layout_and_the_identity_section() -> None:
+    config = load_config(base={"kv_layout": "tiny", "identity": {"model": "org/tiny", "namespace": "a"}})
+    identity = config.block_identity()
+    assert (identity.model, identity.dtype, identity.num_layers, identity.namespace) == ("org/tiny", "float16", 2, "a")
+    assert identity.block_bytes == config.kv_layout.offload_block_bytes

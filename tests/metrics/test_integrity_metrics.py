@@ -11,6 +11,7 @@ import torch
 from kvcontract import ContractViolation, ReqContext, TierJob
 from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
 from kvcontract.metrics import MetricsCollector, manager_source
+from kvcontract.testing import example_identity
 from kvcontract.tiers import FileTier, RedisTier
 from tests.metrics.support import needs_redis, scrape, value_of
 from tests.tiers.conftest import drain, key, pattern
@@ -35,7 +36,7 @@ def test_a_refused_contract_call_counts_as_a_contract_violation() -> None:
 
 def test_a_corrupt_block_file_counts_as_a_checksum_failure_of_the_file_tier(tmp_path: Path) -> None:
     host = torch.zeros(8, 4096, dtype=torch.uint8)
-    tier = FileTier(tmp_path / "tier", 4, host)
+    tier = FileTier(tmp_path / "tier", 4, host, identity=example_identity(4096))
     jobs = itertools.count(1)
     try:
         manager = TieringOffloadingManager(CPUOffloadingManager(4, "lru"), [tier])
@@ -62,7 +63,7 @@ def test_a_corrupt_block_file_counts_as_a_checksum_failure_of_the_file_tier(tmp_
 def test_a_corrupt_redis_value_counts_as_a_checksum_failure_of_the_redis_tier(tmp_path: Path) -> None:
     server = redis_support.RedisServer(tmp_path / "redis")
     host = torch.zeros(redis_support.HOST_BLOCKS, redis_support.BLOCK_BYTES, dtype=torch.uint8)
-    tier = RedisTier(host, layout=redis_support.LAYOUT, url=server.url, namespace="metrics")
+    tier = RedisTier(host, identity=redis_support.IDENTITY, url=server.url, namespace="metrics")
     jobs = redis_support.job_counter()
     try:
         manager = TieringOffloadingManager(CPUOffloadingManager(4, "lru"), [tier])
@@ -81,7 +82,7 @@ def test_a_corrupt_redis_value_counts_as_a_checksum_failure_of_the_redis_tier(tm
 
 
 def test_a_scrape_shows_checksum_failures_and_contract_violations_as_counters(tmp_path: Path) -> None:
-    tier = FileTier(tmp_path / "tier", 4, torch.zeros(4, 4096, dtype=torch.uint8))
+    tier = FileTier(tmp_path / "tier", 4, torch.zeros(4, 4096, dtype=torch.uint8), identity=example_identity(4096))
     collector = MetricsCollector()
     collector.add(manager_source(TieringOffloadingManager(CPUOffloadingManager(4, "lru"), [tier])))
     try:

@@ -15,6 +15,7 @@ from kvcontract import LookupResult, ReqContext
 from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
 from kvcontract.sim.tier_plan import HOST, plan_tiers
 from kvcontract.sim.trace import block_key
+from kvcontract.testing import example_identity
 from kvcontract.tiers import FileTier
 
 _BLOCK_BYTES = 16
@@ -30,7 +31,9 @@ def _settle(manager: TieringOffloadingManager) -> None:
 
 def _replayed_split(requests: Sequence[Sequence[int]], host: int, tier: int, root: Path) -> tuple[float, float]:
     """Host and file-tier hit ratios of a replay: a request whose lookup says RETRY looks up again next step."""
-    file_tier = FileTier(root, tier, torch.zeros(host, _BLOCK_BYTES, dtype=torch.uint8), io_threads=1)
+    file_tier = FileTier(
+        root, tier, torch.zeros(host, _BLOCK_BYTES, dtype=torch.uint8), identity=example_identity(_BLOCK_BYTES), io_threads=1
+    )
     manager = TieringOffloadingManager(CPUOffloadingManager(host, "lru"), [file_tier])
     blocks = host_hits = tier_hits = 0
     try:

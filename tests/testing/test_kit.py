@@ -12,7 +12,7 @@ import torch
 from kvcontract import OffloadingWorker, SecondaryTier
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
 from kvcontract.policies import available_policies, get_policy
-from kvcontract.testing import ConformanceError, check_manager, check_policy, check_tier, check_worker
+from kvcontract.testing import ConformanceError, check_manager, check_policy, check_tier, check_worker, example_identity
 from kvcontract.tiers import FileTier
 from kvcontract.transfer import TorchOffloadingWorker
 from tests.testing import support
@@ -33,7 +33,7 @@ def test_the_cpu_manager_passes() -> None:
 
 def _file_tier(root: Path) -> Callable[[torch.Tensor], SecondaryTier]:
     made = iter(range(1_000_000))
-    return lambda host: FileTier(root / str(next(made)), 16, host, io_threads=2)
+    return lambda host: FileTier(root / str(next(made)), 16, host, identity=example_identity(int(host.shape[1])), io_threads=2)
 
 
 def test_the_file_tier_passes_and_a_corrupt_file_is_a_miss(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from typing_extensions import override
 import kvcontract.tiers.file_tier as file_tier_module
 from kvcontract import BlockIdsSpec, LookupResult, OffloadKey, ReqContext, make_offload_key
 from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
+from kvcontract.testing import example_identity
 from kvcontract.tiers import FileTier
 from kvcontract.tiers.block_dir import BlockDirectory
 from kvcontract.tiers.block_file import BlockLocation, write_block
@@ -33,6 +34,7 @@ from tests.profiles import stateful_settings
 HOST_BLOCKS = 2
 TIER_BLOCKS = 6
 BLOCK_BYTES = 256
+IDENTITY = example_identity(BLOCK_BYTES)
 KEYS = [make_offload_key(i.to_bytes(8, "big")) for i in range(8)]
 WAIT_SECONDS = 5.0
 ctx = ReqContext("property")
@@ -50,11 +52,11 @@ class Faults:
     fail_writes = False
 
 
-def flaky_write_block(location: BlockLocation, key: OffloadKey, payload: memoryview) -> None:
+def flaky_write_block(location: BlockLocation, key: OffloadKey, payload: memoryview, *, fingerprint: bytes) -> None:
     """The tier's write, failing while ``Faults.fail_writes`` is set."""
     if Faults.fail_writes:
         raise OSError("injected write failure")
-    write_block(location, key, payload)
+    write_block(location, key, payload, fingerprint=fingerprint)
 
 
 class TieringMachine(RuleBasedStateMachine):
@@ -69,7 +71,7 @@ class TieringMachine(RuleBasedStateMachine):
     def _start(self) -> None:
         self.host = torch.zeros((HOST_BLOCKS, BLOCK_BYTES), dtype=torch.uint8)
         self.primary = CPUOffloadingManager(HOST_BLOCKS)
-        self.tier = FileTier(self.root, TIER_BLOCKS, self.host, io_threads=2)
+        self.tier = FileTier(self.root, TIER_BLOCKS, self.host, identity=IDENTITY, io_threads=2)
         self.manager = TieringOffloadingManager(self.primary, [self.tier])
 
     @rule(index=st.integers(0, len(KEYS) - 1), success=st.booleans())
@@ -146,7 +148,7 @@ class TieringMachine(RuleBasedStateMachine):
     @rule(index=st.integers(0, len(KEYS) - 1), truncate=st.booleans())
     def corrupt_file(self, index: int, truncate: bool) -> None:
         self.manager.take_events()
-        path = Path(BlockDirectory(self.root).path_of(KEYS[index]))
+        path = Path(BlockDirectory(self.root, IDENTITY.fingerprint_hex).path_of(KEYS[index]))
         if not path.exists():
             return
         data = bytearray(path.read_bytes())

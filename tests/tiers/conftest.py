@@ -13,12 +13,16 @@ from typing import Protocol, TypeVar
 import pytest
 import torch
 
-from kvcontract import CachePolicy, OffloadKey, TransferResult, make_offload_key
+from kvcontract import BlockIdentity, CachePolicy, LookupResult, OffloadKey, SecondaryTier, TransferResult, make_offload_key
+from kvcontract.testing import example_identity
 from kvcontract.tiers import FileTier
 
 T = TypeVar("T")
 BLOCK_BYTES = 4096
 HOST_BLOCKS = 16
+IDENTITY = example_identity(BLOCK_BYTES)
+FINGERPRINT = IDENTITY.fingerprint
+"""The identity of the tiers over the default host buffer, and what their block files carry."""
 WRITE_BLOCK = "kvcontract.tiers.file_tier.write_block"
 READ_BLOCK = "kvcontract.tiers.file_tier.read_block"
 DELETE_BLOCK = "kvcontract.tiers.file_tier.delete_block"
@@ -45,6 +49,7 @@ class MakeTier(Protocol):
         policy: str | CachePolicy = "lru",
         io_threads: int = 4,
         enable_events: bool = True,
+        identity: BlockIdentity | None = None,
     ) -> FileTier: ...
 
 
@@ -59,7 +64,18 @@ def pattern(seed: int, nbytes: int = BLOCK_BYTES) -> torch.Tensor:
     return torch.randint(0, 256, (nbytes,), dtype=torch.uint8, generator=generator)
 
 
-def drain(tier: FileTier, job_ids: Collection[int]) -> dict[int, TransferResult]:
+def settle(tier: SecondaryTier, key_: OffloadKey) -> LookupResult:
+    """Look ``key_`` up until the answer is no longer ``RETRY`` (a remote tier's lookup batch landed)."""
+    deadline = time.monotonic() + _DRAIN_LIMIT_S
+    while True:
+        answer = tier.lookup(key_)
+        if answer is not LookupResult.RETRY:
+            return answer
+        assert time.monotonic() < deadline, "a lookup stayed RETRY"
+        time.sleep(0.0005)
+
+
+def drain(tier: SecondaryTier, job_ids: Collection[int]) -> dict[int, TransferResult]:
     """Poll ``tier`` until every job of ``job_ids`` is reported; each must be reported once."""
     results: dict[int, TransferResult] = {}
     deadline = time.monotonic() + _DRAIN_LIMIT_S
@@ -103,10 +119,10 @@ class Gate:
     def wrap(self, fn: Callable[..., None]) -> Callable[..., None]:
         """``fn``, but waiting for :meth:`open` first."""
 
-        def gated(*args: object) -> None:
+        def gated(*args: object, **kwargs: object) -> None:
             self.entered.release()
             assert self._open.wait(_DRAIN_LIMIT_S), "gate never opened"
-            fn(*args)
+            fn(*args, **kwargs)
 
         return gated
 
@@ -144,11 +160,14 @@ def make_tier(tmp_path: Path, host: torch.Tensor) -> Iterator[MakeTier]:
         policy: str | CachePolicy = "lru",
         io_threads: int = 4,
         enable_events: bool = True,
+        identity: BlockIdentity | None = None,
     ) -> FileTier:
+        blocks = host if host_blocks is None else host_blocks
         tier = FileTier(
             tmp_path / "cache" if root is None else root,
             capacity,
-            host if host_blocks is None else host_blocks,
+            blocks,
+            identity=identity if identity is not None else example_identity(int(blocks.shape[-1])),
             policy=policy,
             io_threads=io_threads,
             enable_events=enable_events,

@@ -13,7 +13,7 @@ import torch
 
 from kvcontract import TierJob
 from kvcontract.tiers import FileTier
-from tests.tiers.conftest import BLOCK_BYTES, drain, key, pattern
+from tests.tiers.conftest import BLOCK_BYTES, IDENTITY, drain, key, pattern
 
 
 def main() -> int:
@@ -27,7 +27,7 @@ def main() -> int:
     first: int = args.first
     count: int = args.count
     host = torch.zeros((count, BLOCK_BYTES), dtype=torch.uint8)
-    tier = FileTier(args.root, capacity=1024, host_blocks=host)
+    tier = FileTier(args.root, capacity=1024, host_blocks=host, identity=IDENTITY)
     keys = [key(i) for i in range(first, first + count)]
     if args.mode == "store":
         for row, i in enumerate(range(first, first + count)):

@@ -12,7 +12,15 @@ import xxhash
 
 from kvcontract import make_offload_key
 from kvcontract.tiers import block_file
-from kvcontract.tiers.block_file import BlockLocation, CorruptBlockError, read_block, read_header, write_block
+from kvcontract.tiers.block_file import (
+    BlockLocation,
+    CorruptBlockError,
+    IdentityMismatchError,
+    read_block,
+    read_header,
+    write_block,
+)
+from tests.tiers.conftest import FINGERPRINT
 
 KEY = make_offload_key(b"k" * 16, 3)
 PAYLOAD = bytes(range(256)) * 4
@@ -34,13 +42,13 @@ def path(tmp_path: Path) -> str:
 
 def write(at: BlockLocation, payload: bytes = PAYLOAD) -> None:
     """Write ``payload`` as the block of ``KEY`` at ``at``."""
-    write_block(at, KEY, memoryview(payload))
+    write_block(at, KEY, memoryview(payload), fingerprint=FINGERPRINT)
 
 
 def test_round_trip_and_no_temporary_file_left(tmp_path: Path, at: BlockLocation) -> None:
     write(at)
     out = bytearray(len(PAYLOAD))
-    read_block(at, KEY, memoryview(out))
+    read_block(at, KEY, memoryview(out), fingerprint=FINGERPRINT)
     assert out == PAYLOAD
     assert os.listdir(tmp_path) == ["block.kvb"]
 
@@ -51,14 +59,31 @@ def test_header_reports_key_length_and_checksum(path: str, at: BlockLocation) ->
     assert header.key == KEY
     assert header.payload_len == len(PAYLOAD)
     assert header.checksum == block_file.checksum(memoryview(PAYLOAD))
+    assert header.fingerprint == FINGERPRINT
     assert header.file_size == os.path.getsize(path)
+
+
+def test_a_file_of_another_identity_is_refused_and_deleted(path: str, at: BlockLocation) -> None:
+    write_block(at, KEY, memoryview(PAYLOAD), fingerprint=bytes(16))
+    with pytest.raises(IdentityMismatchError, match="another block identity"):
+        read_block(at, KEY, memoryview(bytearray(len(PAYLOAD))), fingerprint=FINGERPRINT)
+    assert not os.path.exists(path)
+
+
+def test_a_file_of_format_1_is_refused_by_its_version(path: str, at: BlockLocation) -> None:
+    """Format 1 had no fingerprint: its header is 16 bytes shorter, and its version names it."""
+    checksum = block_file.checksum(memoryview(PAYLOAD))
+    Path(path).write_bytes(struct.pack("<4sHHQQ", b"KVCB", 1, len(KEY), len(PAYLOAD), checksum) + KEY + PAYLOAD)
+    with pytest.raises(CorruptBlockError, match="format version 1, expected 2"):
+        read_block(at, KEY, memoryview(bytearray(len(PAYLOAD))), fingerprint=FINGERPRINT)
+    assert not os.path.exists(path)
 
 
 def test_rewrite_replaces_the_whole_file(at: BlockLocation) -> None:
     write(at)
     write(at, PAYLOAD[::-1])
     out = bytearray(len(PAYLOAD))
-    read_block(at, KEY, memoryview(out))
+    read_block(at, KEY, memoryview(out), fingerprint=FINGERPRINT)
     assert out == PAYLOAD[::-1]
 
 
@@ -71,7 +96,7 @@ def flip(path: str, offset: int) -> None:
         file.write(bytes([byte[0] ^ 0xFF]))
 
 
-HEADER = struct.calcsize("<4sHHQQ") + len(KEY)
+HEADER = struct.calcsize("<4sHHQQ16s") + len(KEY)
 
 
 DAMAGES: dict[str, tuple[Callable[[str], object], str]] = {
@@ -94,19 +119,19 @@ def test_damage_is_detected_and_the_file_deleted(path: str, at: BlockLocation, d
     write(at)
     damage_file(path)
     with pytest.raises(CorruptBlockError, match=message):
-        read_block(at, KEY, memoryview(bytearray(len(PAYLOAD))))
+        read_block(at, KEY, memoryview(bytearray(len(PAYLOAD))), fingerprint=FINGERPRINT)
     assert not os.path.exists(path)
 
 
 def test_reading_with_another_block_size_is_corrupt(at: BlockLocation) -> None:
     write(at)
     with pytest.raises(CorruptBlockError, match="payload of 1024 bytes, expected 512"):
-        read_block(at, KEY, memoryview(bytearray(512)))
+        read_block(at, KEY, memoryview(bytearray(512)), fingerprint=FINGERPRINT)
 
 
 def test_missing_file_is_file_not_found(at: BlockLocation) -> None:
     with pytest.raises(FileNotFoundError):
-        read_block(at, KEY, memoryview(bytearray(4)))
+        read_block(at, KEY, memoryview(bytearray(4)), fingerprint=FINGERPRINT)
 
 
 def test_truncated_header_scan_deletes_the_file(path: str, at: BlockLocation) -> None:
@@ -132,9 +157,9 @@ def test_a_replaced_corrupt_file_is_not_deleted(
 
     monkeypatch.setattr(xxhash, "xxh3_64", hasher_after_rewrite)
     with pytest.raises(CorruptBlockError, match="checksum"):
-        read_block(at, KEY, memoryview(bytearray(len(PAYLOAD))))
+        read_block(at, KEY, memoryview(bytearray(len(PAYLOAD))), fingerprint=FINGERPRINT)
     out = bytearray(len(PAYLOAD))
-    read_block(at, KEY, memoryview(out))
+    read_block(at, KEY, memoryview(out), fingerprint=FINGERPRINT)
     assert out == PAYLOAD
 
 
@@ -142,7 +167,7 @@ def test_blocks_larger_than_one_read_chunk(path: str, at: BlockLocation) -> None
     payload = bytes(range(251)) * 4000
     write(at, payload)
     out = bytearray(len(payload))
-    read_block(at, KEY, memoryview(out))
+    read_block(at, KEY, memoryview(out), fingerprint=FINGERPRINT)
     assert out == payload
     damages: list[tuple[Callable[[str], object], str]] = [
         (lambda p: flip(p, HEADER + 700_000), "checksum"),
@@ -153,7 +178,7 @@ def test_blocks_larger_than_one_read_chunk(path: str, at: BlockLocation) -> None
         write(at, payload)
         damage_file(path)
         with pytest.raises(CorruptBlockError, match=message):
-            read_block(at, KEY, memoryview(out))
+            read_block(at, KEY, memoryview(out), fingerprint=FINGERPRINT)
 
 
 def test_failed_write_removes_its_temporary_file(

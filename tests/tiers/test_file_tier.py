@@ -118,7 +118,7 @@ def test_without_enable_events_nothing_is_recorded(
     tier = make_tier(capacity=2, enable_events=False)
     for i in range(50):
         store(tier, job_ids, [key(i)], [0])
-    os.truncate(BlockDirectory(tier.root).path_of(key(49)), 10)
+    os.truncate(BlockDirectory(tier.root, tier.identity.fingerprint_hex).path_of(key(49)), 10)
     assert not load(tier, job_ids, [key(49)], [1]).success
     tier.shutdown()
     restarted = make_tier(capacity=2, enable_events=False)
@@ -134,7 +134,8 @@ def test_files_are_sharded_and_no_temporary_file_remains(
     files = sorted(path.relative_to(tier.root) for path in tier.root.rglob("*") if path.is_file())
     assert len(files) == 6
     for path in files:
-        first, second, name = path.parts
+        identity, first, second, name = path.parts
+        assert identity == tier.identity.fingerprint_hex
         assert len(first) == len(second) == 2
         assert name.startswith(first + second) and name.endswith(".kvb")
 
@@ -228,13 +229,13 @@ def test_loads_run_before_queued_stores(
     order: list[str] = []
     gate = Gate()
 
-    def write(at: BlockLocation, k: OffloadKey, payload: memoryview) -> None:
+    def write(at: BlockLocation, k: OffloadKey, payload: memoryview, *, fingerprint: bytes) -> None:
         order.append(f"store {k[7]}")
-        block_file.write_block(at, k, payload)
+        block_file.write_block(at, k, payload, fingerprint=fingerprint)
 
-    def read(at: BlockLocation, k: OffloadKey, out: memoryview) -> None:
+    def read(at: BlockLocation, k: OffloadKey, out: memoryview, *, fingerprint: bytes) -> None:
         order.append(f"load {k[7]}")
-        block_file.read_block(at, k, out)
+        block_file.read_block(at, k, out, fingerprint=fingerprint)
 
     monkeypatch.setattr(WRITE_BLOCK, gate.wrap(write))
     monkeypatch.setattr(READ_BLOCK, read)
@@ -249,5 +250,6 @@ def test_loads_run_before_queued_stores(
 
 def test_root_is_created(make_tier: MakeTier, tmp_path: Path) -> None:
     tier = make_tier(root=tmp_path / "a" / "b")
-    assert tier.root.is_dir() and os.listdir(tier.root) == []
+    assert tier.root.is_dir() and os.listdir(tier.root) == [tier.identity.fingerprint_hex]
+    assert os.listdir(tier.root / tier.identity.fingerprint_hex) == []
     assert "capacity=8" in repr(tier)

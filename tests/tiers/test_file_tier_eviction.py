@@ -12,6 +12,7 @@ from kvcontract.policies import available_policies
 from kvcontract.tiers import FileTier, block_file
 from kvcontract.tiers.block_dir import BlockDirectory
 from tests.tiers.conftest import (
+    FINGERPRINT,
     DELETE_BLOCK,
     READ_BLOCK,
     WRITE_BLOCK,
@@ -126,8 +127,8 @@ def test_a_key_stored_again_waits_for_the_deletion_of_its_old_file(
     gate.wait_entered()
     assert tier.lookup(key(0)) is LookupResult.HIT_PENDING
     old = bytearray(host.shape[1])
-    with BlockDirectory(tier.root).locate(key(0)) as location:
-        block_file.read_block(location, key(0), memoryview(old))
+    with BlockDirectory(tier.root, tier.identity.fingerprint_hex).locate(key(0)) as location:
+        block_file.read_block(location, key(0), memoryview(old), fingerprint=FINGERPRINT)
     assert torch.equal(
         torch.frombuffer(old, dtype=torch.uint8), pattern(100)
     ), "the new content was written before the old file was deleted"

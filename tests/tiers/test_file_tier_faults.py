@@ -21,7 +21,7 @@ from tests.tiers.helpers import fill, load, store
 
 def path_of(tier: FileTier, k: OffloadKey) -> Path:
     """The file of ``k`` in ``tier``."""
-    return Path(BlockDirectory(tier.root).path_of(k))
+    return Path(BlockDirectory(tier.root, tier.identity.fingerprint_hex).path_of(k))
 
 
 def flip_payload(path: Path) -> None:
@@ -67,10 +67,10 @@ def test_a_damaged_block_fails_its_load_but_not_the_others(
 def test_a_failed_write_fails_only_that_key(
     make_tier: MakeTier, job_ids: Iterator[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def fail_key_1(at: BlockLocation, k: OffloadKey, payload: memoryview) -> None:
+    def fail_key_1(at: BlockLocation, k: OffloadKey, payload: memoryview, *, fingerprint: bytes) -> None:
         if k == key(1):
             raise OSError(errno.EIO, "I/O error")
-        block_file.write_block(at, k, payload)
+        block_file.write_block(at, k, payload, fingerprint=fingerprint)
 
     tier = make_tier()
     monkeypatch.setattr(WRITE_BLOCK, fail_key_1)
@@ -88,7 +88,7 @@ def test_a_failed_write_fails_only_that_key(
 def test_an_injected_write_fault_fails_the_store(
     make_tier: MakeTier, job_ids: Iterator[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def disk_full(at: BlockLocation, k: OffloadKey, payload: memoryview) -> None:
+    def disk_full(at: BlockLocation, k: OffloadKey, payload: memoryview, *, fingerprint: bytes) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(WRITE_BLOCK, disk_full)
@@ -104,7 +104,7 @@ def test_an_injected_write_fault_fails_the_store(
 def test_an_unexpected_error_still_finishes_the_job(
     make_tier: MakeTier, host: torch.Tensor, job_ids: Iterator[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(at: BlockLocation, k: OffloadKey, out: memoryview) -> None:
+    def broken(at: BlockLocation, k: OffloadKey, out: memoryview, *, fingerprint: bytes) -> None:
         raise RuntimeError("bug")
 
     tier = make_tier()

@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from typing_extensions import override
 
 from kvcontract import LookupResult, OffloadKey, TierJob
+from kvcontract.testing import example_identity
 from kvcontract.tiers import FileTier, block_file
 from kvcontract.tiers.block_dir import BlockDirectory
 from kvcontract.tiers.block_file import BlockLocation, CorruptBlockError
@@ -26,6 +27,8 @@ from tests.profiles import stateful_settings
 from tests.tiers.conftest import WRITE_BLOCK, drain, key
 
 BYTES = 64
+IDENTITY = example_identity(BYTES)
+FINGERPRINT = IDENTITY.fingerprint
 KEYS = 6
 CAPACITY = 4
 HOST_BLOCKS = 3
@@ -54,15 +57,15 @@ def test_any_damaged_byte_or_cut_is_detected(
     directory = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         at = BlockLocation(directory, path.name)
-        block_file.write_block(at, k, memoryview(payload))
+        block_file.write_block(at, k, memoryview(payload), fingerprint=FINGERPRINT)
         out = bytearray(len(payload))
-        block_file.read_block(at, k, memoryview(out))
+        block_file.read_block(at, k, memoryview(out), fingerprint=FINGERPRINT)
         assert out == payload
         data = bytearray(path.read_bytes())
         where = damage % len(data)
         path.write_bytes(bytes(data[:where]) if truncate else _flipped(data, where))
         try:
-            block_file.read_block(at, k, memoryview(out))
+            block_file.read_block(at, k, memoryview(out), fingerprint=FINGERPRINT)
         except CorruptBlockError:
             return
         raise AssertionError(f"damage at byte {where} of {len(data)} went unnoticed")
@@ -97,7 +100,7 @@ class FileTierMachine(RuleBasedStateMachine):
         self.patcher = unittest.mock.patch(WRITE_BLOCK, self.write_or_fail)
         self.patcher.start()
         self.tier = self.start()
-        self.names = BlockDirectory(self.root)
+        self.names = BlockDirectory(self.root, IDENTITY.fingerprint_hex)
         self.content: dict[OffloadKey, bytes] = {}
         self.corrupt: set[OffloadKey] = set()
         self.job_ids = itertools.count()
@@ -110,15 +113,15 @@ class FileTierMachine(RuleBasedStateMachine):
         order of their times decides which survive a restart over capacity, and hypothesis
         needs runs that replay alike (concurrency has its own tests in test_file_tier.py).
         """
-        return FileTier(self.root, CAPACITY, self.host, io_threads=1, enable_events=True)
+        return FileTier(self.root, CAPACITY, self.host, identity=IDENTITY, io_threads=1, enable_events=True)
 
-    def write_or_fail(self, at: BlockLocation, k: OffloadKey, payload: memoryview) -> None:
+    def write_or_fail(self, at: BlockLocation, k: OffloadKey, payload: memoryview, *, fingerprint: bytes) -> None:
         """The tier's block writer, failing for the keys in ``failing`` and waiting for ``release`` for those in ``held``."""
         if k in self.held:
             assert self.release.wait(_HOLD_LIMIT_S), "a held write was never released"
         if k in self.failing:
             raise OSError(5, "injected write fault")
-        block_file.write_block(at, k, payload)
+        block_file.write_block(at, k, payload, fingerprint=fingerprint)
         written = next(self.write_times)
         os.utime(at.name, ns=(written, written), dir_fd=at.directory, follow_symlinks=False)
 
@@ -213,7 +216,7 @@ class FileTierMachine(RuleBasedStateMachine):
             target = self.outside / f"valid-{index}.kvb"
             directory = os.open(self.outside, os.O_RDONLY | os.O_DIRECTORY)
             try:
-                block_file.write_block(BlockLocation(directory, target.name), key(index), memoryview(b"\x5a" * BYTES))
+                block_file.write_block(BlockLocation(directory, target.name), key(index), memoryview(b"\x5a" * BYTES), fingerprint=FINGERPRINT)
             finally:
                 os.close(directory)
             self.outside_files[target] = target.stat().st_ino
@@ -226,7 +229,7 @@ class FileTierMachine(RuleBasedStateMachine):
             other = key((index + 1) % KEYS)
             directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
             try:
-                block_file.write_block(BlockLocation(directory, path.name), other, memoryview(bytes(BYTES)))
+                block_file.write_block(BlockLocation(directory, path.name), other, memoryview(bytes(BYTES)), fingerprint=FINGERPRINT)
             finally:
                 os.close(directory)
 

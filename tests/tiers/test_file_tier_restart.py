@@ -14,7 +14,7 @@ import torch
 from kvcontract import LookupResult, OffloadingEvent, TierJob
 from kvcontract.tiers import FileTier
 from kvcontract.tiers.block_dir import STALE_TEMP_SECONDS, BlockDirectory
-from tests.tiers.conftest import BLOCK_BYTES, MakeTier, drain, key, pattern
+from tests.tiers.conftest import BLOCK_BYTES, IDENTITY, MakeTier, drain, key, pattern
 from tests.tiers.helpers import fill, load, store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def restart_with_mtimes(make_tier: MakeTier, job_ids: Iterator[int], stamps: lis
     first = make_tier(capacity=8)
     store(first, job_ids, [key(i) for i in range(len(stamps))], list(range(len(stamps))))
     first.shutdown()
-    directory = BlockDirectory(first.root)
+    directory = BlockDirectory(first.root, first.identity.fingerprint_hex)
     for i, stamp in enumerate(stamps):
         os.utime(directory.path_of(key(i)), (stamp, stamp))
     return make_tier(capacity=3)
@@ -92,7 +92,7 @@ def test_the_scan_drops_bad_files_and_ignores_foreign_ones(
     first = make_tier()
     store(first, job_ids, [key(0), key(1), key(2)], [0, 1, 2])
     first.shutdown()
-    directory = BlockDirectory(first.root)
+    directory = BlockDirectory(first.root, first.identity.fingerprint_hex)
     os.truncate(directory.path_of(key(0)), 100)
     misplaced = Path(directory.path_of(key(3)))
     misplaced.parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +114,7 @@ def test_the_scan_drops_bad_files_and_ignores_foreign_ones(
 
 
 def test_stale_temporary_files_are_removed_at_start(make_tier: MakeTier, tmp_path: Path) -> None:
-    shard = tmp_path / "cache" / "ab" / "cd"
+    shard = tmp_path / "cache" / IDENTITY.fingerprint_hex / "ab" / "cd"
     shard.mkdir(parents=True)
     dead_pid = _a_finished_pid()
     names = {

@@ -16,8 +16,7 @@ from kvcontract import LookupResult, TierJob
 from kvcontract.assembly import build_tier
 from kvcontract.config import FileTierConfig, KVContractConfig
 from kvcontract.tiers import FileTier
-from kvcontract.tiers.block_dir import BlockDirectory
-from tests.tiers.conftest import MakeTier, drain, finishes, key, needs_root, pattern
+from tests.tiers.conftest import IDENTITY, MakeTier, drain, finishes, key, needs_root, pattern
 from tests.tiers.helpers import fill, load, store
 
 OTHER_UID = 54_321
@@ -25,7 +24,7 @@ OTHER_UID = 54_321
 
 def path_of(tier: FileTier, index: int) -> Path:
     """The file of ``key(index)`` in ``tier`` (whatever the root's modes)."""
-    return Path(BlockDirectory(tier.root, trust_shared_root=True).path_of(key(index)))
+    return tier.block_path(key(index))
 
 
 def mode(path: Path) -> int:
@@ -39,8 +38,8 @@ def test_a_root_owned_by_another_user_is_refused_unless_trusted(tmp_path: Path, 
     root.mkdir(mode=0o700)
     os.chown(root, OTHER_UID, -1)
     with pytest.raises(PermissionError, match=rf"{root} belongs to uid {OTHER_UID}.*trust_shared_root"):
-        FileTier(root, 4, host)
-    FileTier(root, 4, host, trust_shared_root=True).shutdown()
+        FileTier(root, 4, host, identity=IDENTITY)
+    FileTier(root, 4, host, identity=IDENTITY, trust_shared_root=True).shutdown()
 
 
 @pytest.mark.parametrize(
@@ -63,10 +62,10 @@ def test_a_root_writable_by_group_or_others_is_refused_unless_the_umask_or_trust
     os.chmod(root, root_mode)
     if refused is not None:
         with pytest.raises(PermissionError, match=rf"{root} is writable by {refused} .*chmod go-w"):
-            FileTier(root, 4, host, umask=umask)
-        FileTier(root, 4, host, umask=umask, trust_shared_root=True).shutdown()
+            FileTier(root, 4, host, identity=IDENTITY, umask=umask)
+        FileTier(root, 4, host, identity=IDENTITY, umask=umask, trust_shared_root=True).shutdown()
     else:
-        FileTier(root, 4, host, umask=umask).shutdown()
+        FileTier(root, 4, host, identity=IDENTITY, umask=umask).shutdown()
 
 
 @pytest.fixture
@@ -83,7 +82,7 @@ def test_files_and_directories_get_the_tier_modes(
     make_tier: MakeTier, tmp_path: Path, host: torch.Tensor, job_ids: Iterator[int],
     umask: int, file_mode: int, dir_mode: int,
 ) -> None:
-    tier = FileTier(tmp_path / "new" / "cache", 4, host, umask=umask)
+    tier = FileTier(tmp_path / "new" / "cache", 4, host, identity=IDENTITY, umask=umask)
     try:
         assert store(tier, job_ids, [key(0)], [0]).success
         file = path_of(tier, 0)
@@ -95,7 +94,7 @@ def test_files_and_directories_get_the_tier_modes(
 
 def test_a_bad_umask_is_refused(tmp_path: Path, host: torch.Tensor) -> None:
     with pytest.raises(ValueError, match="umask 256 must be between 0o000 and 0o077"):
-        FileTier(tmp_path, 4, host, umask=0o400)
+        FileTier(tmp_path, 4, host, identity=IDENTITY, umask=0o400)
 
 
 def test_a_symlinked_shard_directory_is_never_written_through(
@@ -256,7 +255,7 @@ def test_build_tier_passes_the_security_and_event_settings(tmp_path: Path, host:
     assert shared.umask == 0o007
     (tmp_path / "shared").mkdir(mode=0o777)
     os.chmod(tmp_path / "shared", 0o777)
-    tier = build_tier(shared, config, host)
+    tier = build_tier(shared, config, host, identity=IDENTITY)
     try:
         assert isinstance(tier, FileTier)
         job = TierJob(1, [key(0)], [0])
@@ -267,7 +266,7 @@ def test_build_tier_passes_the_security_and_event_settings(tmp_path: Path, host:
     finally:
         tier.shutdown()
     with pytest.raises(PermissionError, match="writable by group and others"):
-        build_tier(FileTierConfig(path=tmp_path / "shared", capacity=4), config, host)
+        build_tier(FileTierConfig(path=tmp_path / "shared", capacity=4), config, host, identity=IDENTITY)
     with pytest.raises(ValueError, match="umask 'rw' is not octal"):
         FileTierConfig.model_validate({"path": tmp_path, "capacity": 4, "umask": "rw"})
     with pytest.raises(ValueError, match="umask"):

@@ -31,10 +31,11 @@ from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
 from kvcontract.assembly import build_tier
 from kvcontract.config import ConfigError, KVContractConfig, TieringManagerConfig, load_config
-from kvcontract.contracts import LookupResult, OffloadKey, SecondaryTier, TierJob
+from kvcontract.contracts import BlockIdentity, LookupResult, OffloadKey, SecondaryTier, TierJob
 from kvcontract.integrations.vllm.capacity import size_in_blocks
 from kvcontract.integrations.vllm.config_info import KVContractTierInfo
 from kvcontract.integrations.vllm.events import as_vllm_events
+from kvcontract.integrations.vllm.identity import vllm_identity
 from kvcontract.integrations.vllm.keys import as_contract_keys
 
 __all__ = ["KVContractSecondaryTier"]
@@ -48,7 +49,7 @@ _RESULTS = {
 }
 """vLLM's tiers answer RETRY while a block is in transfer; kvcontract's HIT_PENDING is that."""
 
-_OPTIONS = frozenset({"tier", "kv_layout", "locality"})
+_OPTIONS = frozenset({"tier", "kv_layout", "identity", "locality"})
 
 
 def host_blocks_of(primary_kv_view: memoryview) -> torch.Tensor:
@@ -61,11 +62,16 @@ def host_blocks_of(primary_kv_view: memoryview) -> torch.Tensor:
 
 
 def tier_config(
-    tier: object, block_bytes: int, kv_layout: object = None, source: str = "secondary_tiers"
+    tier: object,
+    block_bytes: int,
+    kv_layout: object = None,
+    source: str = "secondary_tiers",
+    identity: object = None,
 ) -> KVContractConfig:
     """A kvcontract config whose one secondary tier is what ``tier`` describes, its capacity in blocks.
 
-    ``kv_layout`` (optional) describes the model, for tiers that fingerprint values with it (Redis).
+    ``kv_layout`` and ``identity`` (optional) are those sections of a kvcontract config; vLLM's
+    own config sets the block identity's model, layout and ranks (:func:`vllm_identity`).
     """
     if not isinstance(tier, Mapping):
         raise ConfigError(source, ['tier: give a kvcontract tier config, e.g. {"kind": "file", "path": ..., "capacity": ...}'])
@@ -78,6 +84,8 @@ def tier_config(
     base: dict[str, object] = {"manager": {"kind": "tiering", "secondary": [fields]}}
     if kv_layout is not None:
         base["kv_layout"] = kv_layout
+    if identity is not None:
+        base["identity"] = identity
     try:
         config = load_config(base=base)
     except ConfigError as error:
@@ -103,15 +111,18 @@ class KVContractSecondaryTier(SecondaryTierManager):
         unknown = sorted(key for key in options if key not in _OPTIONS)
         if unknown:
             raise ConfigError(
-                "secondary_tiers", [f"{key}: unknown key; known: type, module_path, backpressure, tier, kv_layout, locality" for key in unknown]
+                "secondary_tiers", [f"{key}: unknown key; known: type, module_path, backpressure, tier, kv_layout, identity, locality" for key in unknown]
             )
         locality = options.get("locality")
         self.locality: Locality | None = Locality(str(locality).upper()) if locality is not None else Locality.LOCAL
         host = host_blocks_of(primary_kv_view)
-        config = tier_config(options.get("tier"), self.block_size_bytes, options.get("kv_layout"))
+        config = tier_config(
+            options.get("tier"), self.block_size_bytes, options.get("kv_layout"), identity=options.get("identity")
+        )
         manager = config.manager
         assert isinstance(manager, TieringManagerConfig)  # tier_config builds a tiering manager
-        self._tier: SecondaryTier = build_tier(manager.secondary[0], config, host)
+        self.identity: BlockIdentity = vllm_identity(offloading_spec.config, config, int(host.shape[1]))
+        self._tier: SecondaryTier = build_tier(manager.secondary[0], config, host, identity=self.identity)
         self._info: ConfigInfoMapping = KVContractTierInfo.describe(manager.secondary[0], config).as_config_info()
         self._refused: list[JobResult] = []
         self._running: set[int] = set()

@@ -16,8 +16,10 @@ from vllm.v1.kv_offload.config import OffloadingConfig
 
 from kvcontract.assembly import build_manager, build_worker
 from kvcontract.config import KVContractConfig
+from kvcontract.contracts import BlockIdentity
 from kvcontract.integrations.vllm.config_info import KVContractOffloadingInfo
 from kvcontract.integrations.vllm.connector_config import connector_config
+from kvcontract.integrations.vllm.identity import vllm_identity
 from kvcontract.integrations.vllm.manager import KVContractOffloadingManager
 from kvcontract.integrations.vllm.stats import metric_definitions
 from kvcontract.integrations.vllm.worker import KVContractOffloadingWorker, worker_tensors
@@ -29,12 +31,16 @@ class KVContractOffloadingSpec(OffloadingSpec):
     """Offloading backed by kvcontract: its managers, policies, tiers and transfer engine.
 
     The config is checked when the spec is made, so a bad key or field stops vLLM at start
-    with one error naming it, before any memory is allocated.
+    with one error naming it, before any memory is allocated. Its tiers keep blocks of the
+    :attr:`identity` derived from vLLM's config, so engines of other models never share them.
     """
 
     def __init__(self, config: OffloadingConfig) -> None:
         super().__init__(config)
         self.kvcontract_config: KVContractConfig = connector_config(config)
+        self.identity: BlockIdentity = vllm_identity(
+            config, self.kvcontract_config, self.kvcontract_config.kv_layout.offload_block_bytes
+        )
         self.info: KVContractOffloadingInfo = KVContractOffloadingInfo.describe(config, self.kvcontract_config)
         self._manager: KVContractOffloadingManager | None = None
         self._worker: KVContractOffloadingWorker | None = None
@@ -53,7 +59,7 @@ class KVContractOffloadingSpec(OffloadingSpec):
     def get_manager(self) -> KVContractOffloadingManager:
         if self._manager is None:
             self._manager = KVContractOffloadingManager(
-                build_manager(self.kvcontract_config),
+                build_manager(self.kvcontract_config, identity=self.identity),
                 events=self.config.enable_kv_cache_events,
                 info=self.info.as_config_info(),
             )

@@ -15,11 +15,12 @@ from typing import Protocol
 import pytest
 import torch
 
+from kvcontract import BlockIdentity
+from kvcontract.testing import example_identity
 from kvcontract.tiers import RedisTier
 from tests.tiers.redis.support import (
     BLOCK_BYTES,
     HOST_BLOCKS,
-    LAYOUT,
     RedisClusterServers,
     RedisServer,
     missing_reason,
@@ -39,7 +40,7 @@ class MakeTier(Protocol):
         cluster_nodes: Sequence[tuple[str, int]] = (),
         namespace: str | None = None,
         host_blocks: torch.Tensor | None = None,
-        layout: str = LAYOUT,
+        identity: BlockIdentity | None = None,
         socket_timeout: float = 2.0,
         lookup_timeout: float = 10.0,
         ttl_seconds: int | None = None,
@@ -90,16 +91,17 @@ def make_tier(redis_server: RedisServer, host: torch.Tensor) -> Iterator[MakeTie
         cluster_nodes: Sequence[tuple[str, int]] = (),
         namespace: str | None = None,
         host_blocks: torch.Tensor | None = None,
-        layout: str = LAYOUT,
+        identity: BlockIdentity | None = None,
         socket_timeout: float = 2.0,
         lookup_timeout: float = 10.0,
         ttl_seconds: int | None = None,
         io_threads: int = 2,
         start_degraded: bool = False,
     ) -> RedisTier:
+        blocks = host if host_blocks is None else host_blocks
         tier = RedisTier(
-            host if host_blocks is None else host_blocks,
-            layout=layout,
+            blocks,
+            identity=identity if identity is not None else example_identity(int(blocks.shape[1])),
             url=None if cluster_nodes else url or redis_server.url,
             cluster_nodes=cluster_nodes,
             namespace=namespace or default_namespace,

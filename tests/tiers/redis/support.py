@@ -13,20 +13,23 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
-from kvcontract import LookupResult, OffloadKey, SecondaryTier, TierJob, TransferResult, make_offload_key
+from kvcontract import OffloadKey, SecondaryTier, TierJob, TransferResult, make_offload_key
+from kvcontract.testing import example_identity
+from tests.tiers.conftest import drain as drain
+from tests.tiers.conftest import settle as settle
 
 HOST = "127.0.0.1"
 BLOCK_BYTES = 4096
 HOST_BLOCKS = 16
-LAYOUT = "test-layout uint8 4096"
+IDENTITY = example_identity(BLOCK_BYTES)
+"""The block identity of the tests' tiers."""
 _START_LIMIT_S = 20.0
-_DRAIN_LIMIT_S = 60.0
 """Guards against a hang only: servers start and jobs finish well within them."""
 
 
@@ -211,20 +214,6 @@ def fill(host: torch.Tensor, host_ids: Sequence[int], seeds: Sequence[int]) -> N
         host[host_id].copy_(pattern(seed, int(host.shape[1])))
 
 
-def drain(tier: SecondaryTier, job_ids: Collection[int]) -> dict[int, TransferResult]:
-    """Poll ``tier`` until every job of ``job_ids`` is reported; each must be reported once."""
-    results: dict[int, TransferResult] = {}
-    deadline = time.monotonic() + _DRAIN_LIMIT_S
-    while len(results) < len(job_ids):
-        for result in tier.get_finished():
-            assert result.job_id in job_ids, f"unexpected job {result.job_id}"
-            assert result.job_id not in results, f"job {result.job_id} reported twice"
-            results[result.job_id] = result
-        assert time.monotonic() < deadline, f"jobs {set(job_ids) - set(results)} never finished"
-        time.sleep(0.001)
-    return results
-
-
 def store(
     tier: SecondaryTier, job_ids: Iterator[int], keys: Sequence[OffloadKey], host_ids: Sequence[int]
 ) -> TransferResult:
@@ -241,17 +230,6 @@ def load(
     job_id = next(job_ids)
     assert tier.submit_load(TierJob(job_id, keys, host_ids))
     return drain(tier, [job_id])[job_id]
-
-
-def settle(tier: SecondaryTier, key_: OffloadKey) -> LookupResult:
-    """Look ``key_`` up until the answer is no longer ``RETRY`` (the EXISTS batch landed)."""
-    deadline = time.monotonic() + _DRAIN_LIMIT_S
-    while True:
-        answer = tier.lookup(key_)
-        if answer is not LookupResult.RETRY:
-            return answer
-        assert time.monotonic() < deadline, "a lookup stayed RETRY"
-        time.sleep(0.0005)
 
 
 def job_counter() -> Iterator[int]:

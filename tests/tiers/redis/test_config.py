@@ -16,7 +16,7 @@ def test_a_redis_tier_needs_no_capacity() -> None:
     manager = config.manager
     assert manager.kind == "tiering"
     tier = manager.secondary[0]
-    assert isinstance(tier, RedisTierConfig) and tier.ttl_seconds == 60 and tier.namespace == "kvc"
+    assert isinstance(tier, RedisTierConfig) and tier.ttl_seconds == 60 and tier.namespace is None
 
 
 @pytest.mark.parametrize(

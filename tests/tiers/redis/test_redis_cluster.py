@@ -79,7 +79,7 @@ def test_keys_spread_over_the_nodes_and_round_trip(
     assert load(tier, jobs, keys, list(range(KEYS))).success
     for i in range(KEYS):
         assert torch.equal(host[i], pattern(i))
-    other = make_tier(cluster_nodes=redis_cluster.addresses, namespace=tier.redis_key(key(0)).decode()[1:].split(":")[0])
+    other = make_tier(cluster_nodes=redis_cluster.addresses, namespace=tier.namespace)
     assert all(settle(other, k) is LookupResult.HIT for k in keys)
 
 
@@ -118,9 +118,9 @@ def test_a_stopped_node_s_keys_miss_and_the_rest_work(
     stopped.stop()
     host[12:16].fill_(9)
     assert not load(tier, jobs, lost[:4], list(range(12, 12 + len(lost[:4])))).success
-    assert not host[12:16].any()
+    assert not host[12 : 12 + len(lost[:4])].any(), "the failed load's host blocks are zero-filled"
     reader = make_tier(cluster_nodes=[address for address in cluster.addresses if address[1] != stopped.port],
-                       namespace=tier.redis_key(key(0)).decode()[1:].split(":")[0], socket_timeout=0.5)
+                       namespace=tier.namespace, socket_timeout=0.5)
     assert all(settle(reader, k) is LookupResult.MISS for k in lost)
     assert all(settle(reader, k) is LookupResult.HIT for k in kept)
     positions = [keys.index(k) for k in kept[:4]]

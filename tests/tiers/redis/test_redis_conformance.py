@@ -7,9 +7,9 @@ import itertools
 import torch
 
 from kvcontract import OffloadKey, SecondaryTier
-from kvcontract.testing import check_tier
+from kvcontract.testing import check_tier, example_identity
 from kvcontract.tiers import RedisTier
-from tests.tiers.redis.support import LAYOUT, RedisServer
+from tests.tiers.redis.support import RedisServer
 
 
 def test_the_redis_tier_conforms(redis_server: RedisServer) -> None:
@@ -17,7 +17,7 @@ def test_the_redis_tier_conforms(redis_server: RedisServer) -> None:
 
     def factory(host_blocks: torch.Tensor) -> RedisTier:
         return RedisTier(
-            host_blocks, layout=LAYOUT, url=redis_server.url, namespace=f"conformance{next(namespaces)}", io_threads=2
+            host_blocks, identity=example_identity(int(host_blocks.shape[1])), url=redis_server.url, namespace=f"conformance{next(namespaces)}", io_threads=2
         )
 
     def corrupt(tier: SecondaryTier, key: OffloadKey) -> None:

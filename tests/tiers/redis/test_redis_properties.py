@@ -24,11 +24,13 @@ from typing_extensions import override
 
 from kvcontract import LookupResult, TierJob
 from kvcontract.tiers import RedisTier
-from kvcontract.tiers.redis_value import encode_value, layout_fingerprint
+from kvcontract.testing import example_identity
+from kvcontract.tiers.redis_value import encode_value
 from tests.profiles import stateful_settings
-from tests.tiers.redis.support import LAYOUT, RedisServer, drain, key, pattern, settle
+from tests.tiers.redis.support import RedisServer, drain, key, pattern, settle
 
 BYTES = 256
+IDENTITY = example_identity(BYTES)
 KEYS = 8
 HOST_BLOCKS = 4
 _RECOVER_LIMIT_S = 30.0
@@ -53,7 +55,7 @@ class RedisTierMachine(RuleBasedStateMachine):
         self.host = torch.zeros((HOST_BLOCKS, BYTES), dtype=torch.uint8)
         self.tier = RedisTier(
             self.host,
-            layout=LAYOUT,
+            identity=IDENTITY,
             url=self.server.url,
             namespace=f"machine{next(self.namespaces)}",
             socket_timeout=0.25,
@@ -102,13 +104,13 @@ class RedisTierMachine(RuleBasedStateMachine):
         if damage == "deleted":
             self.server.command("DEL", name)
             return
-        good = encode_value(key(i), layout_fingerprint(LAYOUT), memoryview(_content(i).numpy().tobytes()))
+        good = encode_value(key(i), IDENTITY.fingerprint, memoryview(_content(i).numpy().tobytes()))
         values = {
             "garbage": b"garbage",
             "short": good[:-1],
             "flipped": good[:-1] + bytes([good[-1] ^ 0xFF]),
-            "other-key": encode_value(key(i + 1), layout_fingerprint(LAYOUT), memoryview(_content(i + 1).numpy().tobytes())),
-            "fingerprint": encode_value(key(i), layout_fingerprint("other"), memoryview(_content(i + 1).numpy().tobytes())),
+            "other-key": encode_value(key(i + 1), IDENTITY.fingerprint, memoryview(_content(i + 1).numpy().tobytes())),
+            "fingerprint": encode_value(key(i), example_identity(IDENTITY.block_bytes, model="other").fingerprint, memoryview(_content(i + 1).numpy().tobytes())),
         }
         self.server.command("SET", name, values[damage])
         self.ever_written.add(i)

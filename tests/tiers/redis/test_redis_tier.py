@@ -12,11 +12,12 @@ import torch
 from kvcontract import LookupResult, OffloadingEvent, TierJob
 from kvcontract.tiers import RedisTier
 from kvcontract.tiers.redis_client import RedisUnavailableError
-from kvcontract.tiers.redis_value import encode_value, layout_fingerprint
+from kvcontract.testing import example_identity
+from kvcontract.tiers.redis_value import encode_value
 from tests.tiers.redis.conftest import MakeTier
 from tests.tiers.redis.support import (
     BLOCK_BYTES,
-    LAYOUT,
+    IDENTITY,
     RedisServer,
     fill,
     free_port,
@@ -99,10 +100,12 @@ def test_two_tiers_on_one_server_share_blocks(make_tier: MakeTier) -> None:
     host_b = torch.zeros((4, BLOCK_BYTES), dtype=torch.uint8)
     engine_a = make_tier(host_blocks=host_a, namespace="shared")
     engine_b = make_tier(host_blocks=host_b, namespace="shared")
-    other_model = make_tier(host_blocks=host_b, namespace="other")
+    other_namespace = make_tier(host_blocks=host_b, namespace="other")
+    other_model = make_tier(host_blocks=host_b, namespace="shared", identity=example_identity(BLOCK_BYTES, model="other"))
     fill(host_a, [0, 1], [5, 6])
     store(engine_a, job_counter(), [key(5), key(6)], [0, 1])
     assert settle(other_model, key(5)) is LookupResult.MISS
+    assert settle(other_namespace, key(5)) is LookupResult.MISS
     assert settle(engine_b, key(5)) is LookupResult.HIT and settle(engine_b, key(6)) is LookupResult.HIT
     assert load(engine_b, job_counter(), [key(6), key(5)], [2, 3]).success
     assert torch.equal(host_b[2], host_a[1]) and torch.equal(host_b[3], host_a[0])
@@ -126,7 +129,7 @@ def test_a_bad_value_is_a_miss_and_a_removed_event_never_host_bytes(
     elif damage == "long":
         bad = good + b"\0"
     elif damage == "fingerprint":
-        bad = encode_value(key(1), layout_fingerprint("another model"), memoryview(good)[-BLOCK_BYTES:])
+        bad = encode_value(key(1), example_identity(BLOCK_BYTES, model="another model").fingerprint, memoryview(good)[-BLOCK_BYTES:])
     elif damage == "other-key":
         bad = bytes(redis_server.command("GET", tier.redis_key(key(2))))
     else:
@@ -140,8 +143,9 @@ def test_a_bad_value_is_a_miss_and_a_removed_event_never_host_bytes(
     assert tier.lookup(key(1)) is LookupResult.RETRY
     assert settle(tier, key(1)) is LookupResult.MISS, "the bad value is deleted"
     stats = tier.stats()
-    assert stats.checksum_failures + stats.rejected_values == 1
+    assert stats.checksum_failures + stats.rejected_values + stats.identity_mismatches == 1
     assert stats.checksum_failures == (damage == "flipped-byte")
+    assert stats.identity_mismatches == (damage == "fingerprint")
     assert tier.lookup(key(2)) is LookupResult.HIT
 
 
@@ -171,13 +175,14 @@ def test_load_of_a_key_not_known_present_is_refused(make_tier: MakeTier) -> None
 def test_keys_are_hash_tagged_by_namespace_and_group(make_tier: MakeTier) -> None:
     tier = make_tier(namespace="model-a")
     name = tier.redis_key(key(1)).decode()
-    assert name.startswith("{model-a:") and name.endswith(key(1).hex())
+    assert name.startswith(f"{{kvc:{IDENTITY.fingerprint_hex[:16]}:model-a:") and name.endswith(key(1).hex())
+    assert make_tier().redis_key(key(1)).decode().startswith(f"{{kvc:{IDENTITY.fingerprint_hex[:16]}:")
 
 
 def test_an_unreachable_server_is_one_clear_line(host: torch.Tensor) -> None:
     url = f"redis://127.0.0.1:{free_port()}/0"
     with pytest.raises(RedisUnavailableError) as raised:
-        RedisTier(host, layout=LAYOUT, url=url, connect_timeout=0.5)
+        RedisTier(host, identity=IDENTITY, url=url, connect_timeout=0.5)
     message = str(raised.value)
     assert "\n" not in message and url in message and "start_degraded" in message
 
@@ -186,7 +191,7 @@ def test_start_degraded_misses_until_the_server_comes(tmp_path: object, host: to
     port = free_port()
     tier = RedisTier(
         host,
-        layout=LAYOUT,
+        identity=IDENTITY,
         url=f"redis://127.0.0.1:{port}/0",
         connect_timeout=0.5,
         retry_interval=0.05,
@@ -228,9 +233,10 @@ def test_a_missing_redis_package_names_the_extra() -> None:
     code = (
         "import sys; sys.modules['redis'] = None\n"
         "import torch\n"
+        "from kvcontract.testing import example_identity\n"
         "from kvcontract.tiers import RedisTier\n"
         "try:\n"
-        "    RedisTier(torch.zeros((1, 8), dtype=torch.uint8), layout='x', url='redis://127.0.0.1:1/0')\n"
+        "    RedisTier(torch.zeros((1, 8), dtype=torch.uint8), identity=example_identity(8), url='redis://127.0.0.1:1/0')\n"
         "except ImportError as error:\n"
         "    print(error)\n"
     )

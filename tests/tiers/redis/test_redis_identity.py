@@ -1,0 +1,78 @@
+"""Engines of many identities on one real Redis: side by side, none ever reads another's values."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from hypothesis.stateful import run_state_machine_as_test
+from typing_extensions import override
+
+from kvcontract import BlockIdentity, LookupResult, SecondaryTier, TierJob
+from kvcontract.assembly import build_tier
+from kvcontract.config import RedisTierConfig
+from kvcontract.tiers import RedisTier
+from tests.profiles import stateful_settings
+from tests.tiers.conftest import drain, settle
+from tests.tiers.helpers import SharedTierMachine
+from tests.tiers.redis.support import RedisServer, key, pattern
+from tests.tiers.test_identity_sharing import ENGINES, KEYS, engine_config
+
+_namespaces = itertools.count()
+
+
+def engine_tier(name: str, server: RedisServer, namespace: str) -> tuple[RedisTier, torch.Tensor]:
+    """The Redis tier an engine of config ``name`` builds (keys scoped by ``namespace``), and its host memory."""
+    config = engine_config(name)
+    host = torch.zeros((KEYS, config.kv_layout.offload_block_bytes), dtype=torch.uint8)
+    tier = build_tier(RedisTierConfig(url=server.url, namespace=namespace, lookup_timeout=10.0), config, host)
+    assert isinstance(tier, RedisTier)
+    return tier, host
+
+
+def store_all(tier: RedisTier, host: torch.Tensor, seed: int) -> None:
+    for row in range(KEYS):
+        host[row].copy_(pattern(seed + row, int(host.shape[1])))
+    assert tier.submit_store(TierJob(1, [key(i) for i in range(KEYS)], range(KEYS)))
+    assert drain(tier, [1])[1].success
+
+
+def loads_exactly(tier: RedisTier, host: torch.Tensor, seed: int) -> bool:
+    assert all(settle(tier, key(i)) is LookupResult.HIT for i in range(KEYS))
+    host.fill_(0xEE)
+    assert tier.submit_load(TierJob(2, [key(i) for i in range(KEYS)], range(KEYS)))
+    return drain(tier, [2])[2].success and all(
+        torch.equal(host[row], pattern(seed + row, int(host.shape[1]))) for row in range(KEYS)
+    )
+
+
+@pytest.mark.parametrize("second", sorted(set(ENGINES) - {"bfloat16"}))
+def test_a_second_engine_gets_no_hit_from_the_first_and_each_restart_reuses_its_own(
+    redis_server: RedisServer, second: str
+) -> None:
+    namespace = f"identity{next(_namespaces)}"
+    first, first_host = engine_tier("bfloat16", redis_server, namespace)
+    store_all(first, first_host, seed=100)
+    first.shutdown()
+    other, other_host = engine_tier(second, redis_server, namespace)
+    assert [settle(other, key(i)) for i in range(KEYS)] == [LookupResult.MISS] * KEYS
+    store_all(other, other_host, seed=200)
+    other.shutdown()
+    first, first_host = engine_tier("bfloat16", redis_server, namespace)
+    other, other_host = engine_tier(second, redis_server, namespace)
+    try:
+        assert loads_exactly(first, first_host, seed=100) and loads_exactly(other, other_host, seed=200)
+        assert first.stats().identity_mismatches == other.stats().identity_mismatches == 0
+    finally:
+        first.shutdown()
+        other.shutdown()
+
+
+def test_no_load_ever_returns_a_value_of_another_identity(redis_server: RedisServer) -> None:
+    class RedisMachine(SharedTierMachine):
+        @override
+        def make_tier(self, identity: BlockIdentity, host: torch.Tensor) -> SecondaryTier:
+            return RedisTier(host, identity=identity, url=redis_server.url, lookup_timeout=10.0, io_threads=1)
+
+    run_state_machine_as_test(RedisMachine, settings=stateful_settings(steps=30, fast_examples=10))
