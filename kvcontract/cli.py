@@ -282,7 +282,12 @@ def _simulate(options: argparse.Namespace) -> int:
         if options.metrics_port is not None:
             raise UsageError("--metrics-port serves one engine's metrics: leave it out with --engines")
         return _simulate_engines(options, config)
+    from kvcontract.observe import whatif_observer
+
+    observer = whatif_observer(config)
     with _metrics_served(options.metrics_port) as metrics:
+        if metrics is not None and observer is not None:
+            metrics.add(observer.source)
         try:
             report = run_simulation(
                 config,
@@ -291,6 +296,7 @@ def _simulate(options: argparse.Namespace) -> int:
                 seed=options.seed,
                 show_progress=options.json is None,
                 metrics=metrics,
+                observer=observer,
             )
         except DataMismatch as error:
             print(f"kvcontract: verification failed: {error}", file=sys.stderr)

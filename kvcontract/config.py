@@ -48,11 +48,14 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 __all__ = [
+    "BUILTIN_POLICIES",
     "CPUManagerConfig",
     "ConfigError",
     "ConfigLimits",
     "FileTierConfig",
     "IdentityConfig",
+    "ObserveConfig",
+    "WhatIfConfig",
     "KVContractConfig",
     "KVLayout",
     "LAYOUT_PRESETS",
@@ -119,6 +122,10 @@ class ConfigLimits:
     """A name in the block identity (model, revision, namespace...)."""
     MAX_PARALLEL: ClassVar[int] = 65_536
     """Size of one parallel axis (tensor, pipeline, context)."""
+    MAX_WHATIF_MULTIPLIER: ClassVar[float] = 64.0
+    """A what-if capacity, as a multiple of the primary's."""
+    MAX_WHATIF_SHADOWS: ClassVar[int] = 16
+    """What-if capacities, and what-if policies, each."""
 
 
 _CAPACITY_HELP = 'give offload blocks as an integer >= 1, or a size such as "16GiB"'
@@ -446,6 +453,49 @@ class IdentityConfig(_Model):
         return rank
 
 
+BUILTIN_POLICIES = ("lru", "arc", "s3fifo", "sieve", "prefix_reuse")
+"""The policies kvcontract ships: the what-if observer compares all of them by default."""
+
+
+class WhatIfConfig(_Model):
+    """The live what-if: hit ratios at other capacities and under other policies, from sampled shadows.
+
+    ``capacities`` are multiples of the primary's capacity; ``sample_rate`` is the fraction of
+    blocks the shadows see (1.0 is exact); the recent window spans ``window_requests`` requests.
+    """
+
+    capacities: list[Annotated[float, Field(gt=0, le=ConfigLimits.MAX_WHATIF_MULTIPLIER)]] = Field(
+        default_factory=lambda: [0.5, 2.0, 4.0], max_length=ConfigLimits.MAX_WHATIF_SHADOWS
+    )
+    policies: list[PolicyConfig] = Field(
+        default_factory=lambda: [PolicyConfig(kind=name) for name in BUILTIN_POLICIES],
+        max_length=ConfigLimits.MAX_WHATIF_SHADOWS,
+    )
+    sample_rate: float = Field(default=0.01, gt=0, le=1)
+    window_requests: int = Field(default=10_000, ge=10, le=ConfigLimits.MAX_TRACKER_SIZE)
+
+    @field_validator("capacities")
+    @classmethod
+    def _distinct_capacities(cls, capacities: list[float]) -> list[float]:
+        if len(set(capacities)) != len(capacities):
+            raise ValueError(f"each multiple once: {capacities}")
+        return capacities
+
+    @field_validator("policies")
+    @classmethod
+    def _distinct_policies(cls, policies: list[PolicyConfig]) -> list[PolicyConfig]:
+        names = [policy.kind for policy in policies]
+        if len(set(names)) != len(names):
+            raise ValueError(f"each policy once: {names}")
+        return policies
+
+
+class ObserveConfig(_Model):
+    """What kvcontract watches beside the primary manager while it serves; off by default, costing nothing."""
+
+    whatif: WhatIfConfig | None = None
+
+
 class TransferConfig(_Model):
     """Where the KV cache lives and how host memory is allocated."""
 
@@ -461,6 +511,7 @@ class KVContractConfig(_Model):
     identity: IdentityConfig = IdentityConfig()
     manager: ManagerConfig = CPUManagerConfig()
     transfer: TransferConfig = TransferConfig()
+    observe: ObserveConfig = ObserveConfig()
     runtime_checks: bool = True
 
     @model_validator(mode="before")
@@ -522,6 +573,12 @@ class KVContractConfig(_Model):
     def capacity_blocks(self, capacity: int) -> int:
         """``capacity`` in offload blocks: after validation every capacity already is."""
         return _blocks(capacity, self.kv_layout, "capacity", ConfigLimits.MAX_TIER_BYTES, "a capacity")
+
+    @property
+    def primary(self) -> CPUManagerConfig:
+        """The host-memory manager: ``manager`` itself, or a tiering manager's primary."""
+        manager = self.manager
+        return manager if isinstance(manager, CPUManagerConfig) else manager.primary
 
     def block_identity(self) -> BlockIdentity:
         """The identity of the blocks this config's engine writes: ``kv_layout`` and ``identity`` together."""

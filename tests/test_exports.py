@@ -27,6 +27,7 @@ REQUIRED = (
     "kvcontract.config",
     "kvcontract.assembly",
     "kvcontract.sim",
+    "kvcontract.observe",
     "kvcontract.enforce",
     "kvcontract.lint",
     "kvcontract.metrics",

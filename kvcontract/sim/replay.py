@@ -1,12 +1,8 @@
 """Replaying a trace through a manager as an engine's scheduler would, for hit ratio and speed.
 
-For each request, in order: look up the longest readable prefix one key at a time,
-load it (``prepare_load``, ``complete_load``), offer the whole request to
-``prepare_store`` (the manager skips what it holds and protects it), ``touch`` the
-request's keys (first key most recent), complete the store, finish the request.
-Touching before ``complete_store`` lets policies tell a block stored just now from
-one used again. Keys and request contexts are built before the clocks start: the times are manager time
-plus the loop's own small bookkeeping.
+Each request is served in the order of :mod:`kvcontract.sim.driver`. Keys and request
+contexts are built before the clocks start: the times are manager time plus the loop's own
+small bookkeeping.
 """
 
 from __future__ import annotations
@@ -17,7 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeGuard
 
-from kvcontract.contracts import LookupResult, OffloadingManager, OffloadKey, ReqContext
+from kvcontract.contracts import OffloadingManager, OffloadKey, ReqContext
+from kvcontract.sim.driver import RequestServer
 from kvcontract.sim.trace import block_key, read_trace
 
 __all__ = ["HasHashIds", "ReplayReport", "replay"]
@@ -75,35 +72,17 @@ def replay(
         requests = read_trace(requests)
     chains = _key_chains(requests)
     contexts = [ReqContext(str(number)) for number in range(len(chains))]
-    hit = LookupResult.HIT
-    lookup, touch = manager.lookup, manager.touch
-    prepare_load, complete_load = manager.prepare_load, manager.complete_load
-    prepare_store, complete_store = manager.prepare_store, manager.complete_store
-    finished = manager.on_request_finished
+    serve = RequestServer(manager).serve
     blocks = hit_blocks = failed = evictions = 0
     start, cpu_start = time.perf_counter(), time.thread_time()
     for keys, context in zip(chains, contexts):
         if not keys:
             continue
-        found = 0
-        for key in keys:
-            if lookup(key, context) is not hit:
-                break
-            found += 1
-        if found:
-            prefix = keys[:found]
-            prepare_load(prefix, context)
-            complete_load(prefix, context)
-        output = prepare_store(keys, context) if found < len(keys) else None
-        touch(keys, context)
-        if output is not None:
-            complete_store(output.keys_to_store, context)
-            evictions += len(output.evicted_keys)
-        elif found < len(keys):
-            failed += len(keys) - found
-        finished(context)
+        served = serve(keys, context)
         blocks += len(keys)
-        hit_blocks += found
+        hit_blocks += served.found
+        failed += served.failed
+        evictions += served.evicted
     seconds, cpu_seconds = time.perf_counter() - start, time.thread_time() - cpu_start
     return ReplayReport(len(chains), blocks, hit_blocks, failed, evictions, seconds, cpu_seconds)
 

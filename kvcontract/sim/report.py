@@ -17,6 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from kvcontract.sim.observer import WhatIfSummary
 from kvcontract.sim.simulator import SimulationReport
 
 __all__ = ["PLOT_EXTRA", "print_report", "require_plotting", "write_plot", "write_summary"]
@@ -49,9 +50,25 @@ def print_report(report: SimulationReport, console: Console | None = None) -> No
             (f"{tier.name}: bytes read / written", f"{_size(tier.bytes_read)} / {_size(tier.bytes_written)}"),
             (f"{tier.name}: failed jobs", f"{tier.failed_jobs:,}"),
         ]
+    if report.whatif is not None:
+        rows += _whatif_rows(report.whatif)
     for name, value in rows:
         table.add_row(name, value)
     (console or Console()).print(table)
+
+
+def _whatif_rows(whatif: WhatIfSummary) -> list[tuple[str, str]]:
+    """One row per what-if figure: the hit ratio and its difference from the current setting's, on the same sample."""
+    base = whatif.current
+
+    def shown(ratio: float) -> str:
+        return f"hit {ratio:.4f} ({ratio - base:+.4f})"
+
+    sampled = "exact" if whatif.sample_rate >= 1 else f"sampled at {whatif.sample_rate:g}"
+    rows = [(f"what-if ({sampled}): current setting", f"hit {base:.4f}")]
+    rows += [(f"what-if: {multiple}x host memory", shown(ratio)) for multiple, ratio in whatif.capacity.items()]
+    rows += [(f"what-if: policy {name}", shown(ratio)) for name, ratio in whatif.policy.items()]
+    return rows
 
 
 def _size(count: int) -> str:

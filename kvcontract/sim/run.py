@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from kvcontract.config import ConfigError, CPUManagerConfig, KVContractConfig, check_machine, physical_memory_bytes
 from kvcontract.metrics import MeteredWorker, MetricsCollector, manager_source
+from kvcontract.sim.observer import RequestObserver
 from kvcontract.sim.simulator import EngineSimulator, SimulationReport, resolve_device
 from kvcontract.sim.trace import read_simulation_requests
 from kvcontract.sim.workload import conversation_workload
@@ -34,10 +35,12 @@ def run_simulation(
     seed: int = 0,
     show_progress: bool = True,
     metrics: MetricsCollector | None = None,
+    observer: RequestObserver | None = None,
 ) -> SimulationReport:
     """Serve the trace's requests (or the built-in workload's) through ``config``'s components.
 
-    With ``metrics``, the manager and the worker (behind a :class:`MeteredWorker`) report to it.
+    With ``metrics``, the manager and the worker (behind a :class:`MeteredWorker`) report to it;
+    ``observer`` sees every request's keys (the what-if).
     """
     if num_requests is not None and not 1 <= num_requests <= MAX_REQUESTS:
         raise ValueError(f"num_requests must be between 1 and {MAX_REQUESTS}, got {num_requests}")
@@ -49,7 +52,7 @@ def run_simulation(
     longest = max(map(len, requests), default=1)
     _check_memory(config, longest)
     try:
-        simulator = EngineSimulator(config, max_blocks_per_request=longest)
+        simulator = EngineSimulator(config, max_blocks_per_request=longest, observer=observer)
     except ValueError as error:  # a component refused what the config describes
         raise ConfigError("config", [str(error)]) from None
     if metrics is not None:

@@ -19,6 +19,7 @@ import torch
 from kvcontract.assembly import build_manager, build_worker
 from kvcontract.config import KVContractConfig
 from kvcontract.managers import TierStats, TieringStats
+from kvcontract.sim.observer import RequestObserver, WhatIfSummary
 from kvcontract.contracts import (
     GPULoadStoreSpec,
     LookupResult,
@@ -77,6 +78,8 @@ class SimulationReport:
     """The fingerprint (hex) of the block identity the engine's tiers keep."""
     identity_mismatches: int = 0
     """Values of another block identity its tiers met (each a miss): 0 unless engines of several models share them."""
+    whatif: WhatIfSummary | None = None
+    """What other capacities and policies would have reached, when the config's ``observe.whatif`` is on."""
 
     def summary(self) -> dict[str, object]:
         """The figures as a JSON-ready mapping, without the progress samples."""
@@ -108,9 +111,12 @@ class _Totals:
 class EngineSimulator:
     """A KV cache on a device, a manager and a worker built from one config, driven per request."""
 
-    def __init__(self, config: KVContractConfig, max_blocks_per_request: int) -> None:
+    def __init__(
+        self, config: KVContractConfig, max_blocks_per_request: int, *, observer: RequestObserver | None = None
+    ) -> None:
         layout = config.kv_layout
         self._config = config
+        self._observer = observer
         self._k = layout.blocks_per_offload_block
         self._region_blocks = max(1, max_blocks_per_request) * self._k
         self.device: torch.device = resolve_device(config.transfer.device)
@@ -160,6 +166,8 @@ class EngineSimulator:
         self._apply(self.worker.get_finished())
         ctx = ReqContext(f"request-{index}")
         keys = [make_offload_key(h.to_bytes(8, "big")) for h in hash_ids]
+        if self._observer is not None:
+            self._observer.observe(keys)
         base = region * self._region_blocks
         hits = self._readable_prefix(keys, ctx)
         if hits:
@@ -336,6 +344,7 @@ class EngineSimulator:
             tiers=tiers,
             identity=self._config.block_identity().fingerprint_hex,
             identity_mismatches=sum(tier.identity_mismatches for tier in tiers),
+            whatif=self._observer.summary() if self._observer is not None else None,
         )
 
 

@@ -1,0 +1,271 @@
+"""The live what-if: the hit ratio other capacities and other policies would reach on the traffic served now.
+
+Shadow managers on sampled keys, not stack distances: only LRU has a stack property, and the
+reuse filter, ARC, S3-FIFO, SIEVE and prefix-aware eviction do not, so each what-if figure is
+a real :class:`~kvcontract.managers.CPUOffloadingManager` of that policy (behind the same
+admission) served each request's sampled keys in the replay's order
+(:mod:`kvcontract.sim.driver`). Sampling is spatial, as in SHARDS (Waldspurger et al.,
+FAST'15): a key is sampled when its salted xxh3 hash falls below ``rate * 2**64``, so a
+sampled key is sampled in every request it appears in, and each shadow holds
+``rate * capacity`` blocks; a sampled block stands for ``1 / rate`` blocks.
+
+Two corrections make a small sample hold up on real prefix traffic:
+
+- **Hot heads.** A block at the head of a large share of requests (a system prompt) carries
+  a large share of all hits, so whether the hash happens to sample it would swing every
+  figure by that share (on the shared trace one block, the head of every request, is 4 % of
+  all blocks requested). Heads are counted (Misra-Gries, 64 counters); a head seen in at
+  least 5 % of requests is *hot*: counted at its true weight, as a hit whenever it was seen
+  before, and kept out of the shadows (its reuse distance is a few requests, which every
+  built-in policy at every what-if capacity holds).
+- **A floor on shadow size.** A shadow of a handful of blocks says little, so the rate is
+  raised until the smallest shadow holds ``MIN_SHADOW_BLOCKS`` (the report says the rate it
+  ran at); small primaries therefore run exact.
+
+At an effective rate of 1.0 nothing is hashed, nothing is hot, and every figure is exactly a
+replay of that capacity or policy. The sampling error beside each figure is the standard
+error of the weighted ratio over sampled requests; the bias of scaling a cache down is not in
+it (``tools/bench_whatif.py`` measures both against independent replays).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import xxhash
+from typing_extensions import override
+
+from kvcontract.config import KVContractConfig, ReuseAdmissionConfig, WhatIfConfig
+from kvcontract.contracts import OffloadingManager, OffloadKey, ReqContext
+from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
+from kvcontract.metrics import MetricSample
+from kvcontract.observe.window import WINDOW_BUCKETS, RecentCounts
+from kvcontract.sim.driver import RequestServer
+from kvcontract.sim.observer import RequestObserver, WhatIfSummary
+
+__all__ = ["WhatIfFigure", "WhatIfObserver", "WhatIfReport", "whatif_observer"]
+
+_SALT = 0x6B7663  # "kvc": a fixed salt, so a run's sample (and its figures) are the same every run
+_FULL = 1 << 64
+MIN_SHADOW_BLOCKS = 16
+"""The smallest shadow holds at least this many blocks: the rate is raised for small primaries."""
+_HEAD_COUNTERS = 64
+_HOT_SHARE = 0.05
+_HOT_AFTER = 100
+"""Heads are judged hot only after this many requests, so the first few do not make every head hot."""
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfFigure:
+    """One what-if hit ratio: over the whole run, over the recent window, and the run's sampling error."""
+
+    run: float
+    recent: float
+    error: float
+    """Standard error of ``run`` from sampling (0.0 at ``sample_rate`` 1.0)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfReport:
+    """Every what-if figure now, beside the current configuration's on the same sample."""
+
+    current: WhatIfFigure
+    """The primary's own policy and capacity on the sampled keys: the base the deltas are taken from."""
+    capacity: dict[float, WhatIfFigure]
+    """Multiple of the primary's capacity to the figure at that capacity."""
+    policy: dict[str, WhatIfFigure]
+    """Policy name to the figure at the primary's capacity."""
+    sample_rate: float
+    requests: int
+    sampled_blocks: int
+    shadow_blocks: int
+    """Blocks all shadows may hold together: the observer's memory, in the primary's units."""
+
+    def summary(self) -> WhatIfSummary:
+        """The run window's figures as ``simulate --json`` writes them."""
+        return WhatIfSummary(
+            capacity={f"{multiple:g}": figure.run for multiple, figure in self.capacity.items()},
+            policy={name: figure.run for name, figure in self.policy.items()},
+            current=self.current.run,
+            sample_rate=self.sample_rate,
+        )
+
+
+@dataclass(eq=False)
+class _Shadow:
+    """One what-if manager and what it counted, each sampled block at its weight."""
+
+    server: RequestServer
+    capacity: int
+    recent: RecentCounts = field(default_factory=RecentCounts)
+    hits: float = 0.0
+    blocks: float = 0.0
+    requests: int = 0
+    hits_squared: float = 0.0
+    blocks_squared: float = 0.0
+    hits_blocks: float = 0.0
+
+    def serve(self, keys: Sequence[OffloadKey], number: int, weight: float, hot_head: bool) -> None:
+        """Serve the sampled ``keys`` (each standing for ``weight`` blocks) after a hot head if there is one."""
+        found = self.server.serve(keys, ReqContext(f"whatif-{number}")).found if keys else 0
+        hits = found * weight + hot_head
+        size = len(keys) * weight + hot_head
+        self.hits += hits
+        self.blocks += size
+        self.requests += 1
+        self.hits_squared += hits * hits
+        self.blocks_squared += size * size
+        self.hits_blocks += hits * size
+        self.recent.add(hits, size)
+
+    def figure(self, exact: bool) -> WhatIfFigure:
+        run = self.hits / self.blocks if self.blocks else 0.0
+        return WhatIfFigure(run, self.recent.ratio(), 0.0 if exact else self._error(run))
+
+    def _error(self, ratio: float) -> float:
+        """Standard error of the ratio estimator hits/blocks over the sampled requests."""
+        n = self.requests
+        if n < 2:
+            return 0.0
+        residual = self.hits_squared - 2 * ratio * self.hits_blocks + ratio * ratio * self.blocks_squared
+        mean_blocks = self.blocks / n
+        return math.sqrt(max(0.0, residual) / (n * (n - 1))) / mean_blocks
+
+
+class _HotHeads:
+    """The heads of requests seen in at least ``_HOT_SHARE`` of them: Misra-Gries counters, O(1) a request."""
+
+    def __init__(self) -> None:
+        self._counts: dict[OffloadKey, int] = {}
+        self._seen = 0
+
+    def is_hot(self, head: OffloadKey) -> bool:
+        """Count one request's head; whether that head is hot now."""
+        counts = self._counts
+        self._seen += 1
+        count = counts.get(head)
+        if count is not None:
+            counts[head] = count = count + 1
+        elif len(counts) < _HEAD_COUNTERS:
+            counts[head] = count = 1
+        else:
+            for key in [key for key, value in counts.items() if value == 1]:
+                del counts[key]
+            for key in counts:
+                counts[key] -= 1
+            return False
+        return self._seen >= _HOT_AFTER and count >= _HOT_SHARE * self._seen
+
+
+class WhatIfObserver(RequestObserver):
+    """Sampled shadows of the primary at other capacities and under other policies, fed each request's keys.
+
+    ``capacity`` and ``policy`` are the primary's, ``admission`` its reuse admission (the
+    shadows sit behind the same, its tracker scaled like them). Thread-safe: one thread
+    observes, any reads the report.
+    """
+
+    def __init__(
+        self, capacity: int, policy: str, config: WhatIfConfig, *, admission: ReuseAdmissionConfig | None = None
+    ) -> None:
+        smallest = capacity * min([1.0, *config.capacities])
+        rate = min(1.0, max(config.sample_rate, MIN_SHADOW_BLOCKS / smallest))
+        self._exact = rate >= 1.0
+        self._threshold = int(rate * _FULL)
+        self._weight = 1.0 / rate
+        self._rate = rate
+        self._admission = admission
+        self._hot = _HotHeads()
+
+        def shadow(policy_name: str, multiple: float) -> _Shadow:
+            blocks = max(1, round(capacity * multiple * rate))
+            return _Shadow(RequestServer(self._manager(blocks, policy_name)), blocks)
+
+        self._current = shadow(policy, 1.0)
+        self._capacity = {multiple: shadow(policy, multiple) for multiple in config.capacities}
+        self._policy = {p.kind: shadow(p.kind, 1.0) for p in config.policies}
+        self._shadows = [self._current, *self._capacity.values(), *self._policy.values()]
+        self._bucket = max(1, config.window_requests // WINDOW_BUCKETS)
+        self._requests = 0
+        self._sampled_blocks = 0
+        self._lock = threading.Lock()
+
+    def _manager(self, blocks: int, policy: str) -> OffloadingManager:
+        manager: OffloadingManager = CPUOffloadingManager(blocks, policy)
+        if self._admission is not None:
+            tracker = max(1, round(self._admission.max_tracker_size * self._rate))
+            manager = FilterReusedOffloadingManager(
+                manager, store_threshold=self._admission.store_threshold, max_tracker_size=tracker
+            )
+        return manager
+
+    @override
+    def observe(self, keys: Sequence[OffloadKey]) -> None:
+        """One request's prefix keys, in order, as the primary was asked for them."""
+        hot_head = False
+        if self._exact:
+            sampled = keys
+        elif not keys:
+            sampled = keys
+        else:
+            hot_head = self._hot.is_hot(keys[0])
+            rest = keys[1:] if hot_head else keys
+            digest, threshold = xxhash.xxh3_64_intdigest, self._threshold
+            sampled = [key for key in rest if digest(key, _SALT) < threshold]
+        weight = self._weight
+        with self._lock:
+            self._requests += 1
+            number = self._requests
+            if sampled or hot_head:
+                self._sampled_blocks += len(sampled) + hot_head
+                for shadow in self._shadows:
+                    shadow.serve(sampled, number, weight, hot_head)
+            if number % self._bucket == 0:
+                for shadow in self._shadows:
+                    shadow.recent.rotate()
+
+    @override
+    def summary(self) -> WhatIfSummary:
+        return self.report().summary()
+
+    def report(self) -> WhatIfReport:
+        """Every figure now."""
+        with self._lock:
+            exact = self._exact
+            return WhatIfReport(
+                current=self._current.figure(exact),
+                capacity={multiple: s.figure(exact) for multiple, s in self._capacity.items()},
+                policy={name: s.figure(exact) for name, s in self._policy.items()},
+                sample_rate=self._rate,
+                requests=self._requests,
+                sampled_blocks=self._sampled_blocks,
+                shadow_blocks=sum(s.capacity for s in self._shadows),
+            )
+
+    def source(self) -> Iterator[MetricSample]:
+        """The figures as Prometheus gauges, for a :class:`~kvcontract.metrics.MetricsCollector`."""
+        report = self.report()
+        for multiple, figure in report.capacity.items():
+            for window, value in (("run", figure.run), ("recent", figure.recent)):
+                labels = {"capacity_multiplier": f"{multiple:g}", "window": window}
+                yield MetricSample("whatif_hit_ratio", "gauge", _CAPACITY_HELP, value, labels)
+        for name, figure in report.policy.items():
+            for window, value in (("run", figure.run), ("recent", figure.recent)):
+                yield MetricSample("whatif_policy_hit_ratio", "gauge", _POLICY_HELP, value, {"policy": name, "window": window})
+        yield MetricSample("whatif_sample_rate", "gauge", "Fraction of blocks the what-if shadows see.", report.sample_rate)
+
+
+_CAPACITY_HELP = "Hit ratio the current policy would reach with capacity_multiplier times the host memory (sampled shadow)."
+_POLICY_HELP = "Hit ratio the named policy would reach with the current host memory (sampled shadow)."
+
+
+def whatif_observer(config: KVContractConfig) -> WhatIfObserver | None:
+    """The observer ``config.observe.whatif`` asks for beside its primary manager, or ``None`` when it is off."""
+    whatif = config.observe.whatif
+    if whatif is None:
+        return None
+    primary = config.primary
+    return WhatIfObserver(primary.capacity, primary.policy.kind, whatif, admission=primary.admission)

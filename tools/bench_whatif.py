@@ -1,0 +1,146 @@
+"""The live what-if against independent replays: its accuracy, its CPU cost per block, its memory.
+
+``python tools/bench_whatif.py`` runs, for the shared trace and two generated shapes
+(``tools/trace_shapes.py``), a primary of 2 % of the trace's unique blocks (LRU):
+
+- accuracy: each what-if figure (0.5x, 2x, 4x capacity; every built-in policy) at
+  ``--rate`` (and at 1.0) against an independent replay of that capacity or policy
+  (:func:`kvcontract.sim.replay`), with the sampling error the observer reports beside it;
+- cost: the replay of the primary alone and the same replay with the observer fed each
+  request, interleaved round by round, CPU time of this thread; the median of the per-round
+  differences per block;
+- memory: blocks the shadows may hold against the primary's capacity, and the bytes both
+  allocate (tracemalloc) over the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from kvcontract.config import BUILTIN_POLICIES, WhatIfConfig
+from kvcontract.contracts import OffloadKey, ReqContext
+from kvcontract.enforce import configure
+from kvcontract.managers import CPUOffloadingManager
+from kvcontract.observe import WhatIfObserver, WhatIfReport
+from kvcontract.sim import block_key, read_trace, replay
+from kvcontract.sim.driver import RequestServer
+
+sys.path.insert(0, str(Path(__file__).parent))
+from trace_shapes import SHAPES  # noqa: E402  # the sibling tool, importable once its folder is on the path
+
+TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "conversation_trace.jsonl"
+_MULTIPLES = (0.5, 2.0, 4.0)
+
+
+def traces(trace: Path) -> dict[str, list[list[int]]]:
+    """The shared trace and two generated shapes of other structure."""
+    shared = [list(request.hash_ids) for request in read_trace(trace)]
+    return {"conversation (shared)": shared, "shared_prefixes": SHAPES["shared_prefixes"](0), "agent_loops": SHAPES["agent_loops"](0)}
+
+
+def observed(requests: Sequence[Sequence[int]], capacity: int, rate: float) -> WhatIfReport:
+    config = WhatIfConfig(capacities=list(_MULTIPLES), sample_rate=rate)
+    observer = WhatIfObserver(capacity, "lru", config)
+    for request in requests:
+        observer.observe([block_key(hash_id) for hash_id in request])
+    return observer.report()
+
+
+def accuracy(name: str, requests: list[list[int]], rate: float, console: Console) -> None:
+    unique = len({hash_id for request in requests for hash_id in request})
+    capacity = max(1, unique // 50)
+    truth = {f"{m:g}x": replay(CPUOffloadingManager(max(1, round(capacity * m)), "lru"), requests).hit_ratio for m in _MULTIPLES}
+    truth |= {p: replay(CPUOffloadingManager(capacity, p), requests).hit_ratio for p in BUILTIN_POLICIES}
+    exact, sampled = observed(requests, capacity, 1.0), observed(requests, capacity, rate)
+    table = Table(title=f"{name}: primary {capacity} blocks (2 % of {unique:,} unique), LRU")
+    for column in ("what-if", "replay", "rate 1.0", f"rate {sampled.sample_rate:.3g}", "error", "reported error"):
+        table.add_column(column, justify="left" if column == "what-if" else "right")
+    rows = [(f"{m:g}x", exact.capacity[m], sampled.capacity[m]) for m in _MULTIPLES]
+    rows += [(p, exact.policy[p], sampled.policy[p]) for p in BUILTIN_POLICIES]
+    for label, full, part in rows:
+        table.add_row(
+            label, f"{truth[label]:.4f}", f"{full.run:.4f}", f"{part.run:.4f}",
+            f"{part.run - truth[label]:+.4f}", f"{part.error:.4f}",
+        )
+    console.print(table)
+
+
+def cost(requests: list[list[int]], rate: float, rounds: int, console: Console) -> None:
+    unique = len({hash_id for request in requests for hash_id in request})
+    capacity = max(1, unique // 50)
+    chains = [[block_key(hash_id) for hash_id in request] for request in requests]
+    blocks = sum(map(len, chains))
+    configure(checks=False)
+    differences: list[float] = []
+    for _ in range(rounds):
+        alone = _cpu_seconds(chains, capacity, None)
+        observer = WhatIfObserver(capacity, "lru", WhatIfConfig(capacities=list(_MULTIPLES), sample_rate=rate))
+        with_observer = _cpu_seconds(chains, capacity, observer)
+        differences.append((with_observer - alone) / blocks * 1e6)
+    console.print(
+        f"cost at rate {rate:g}: median {statistics.median(differences):+.3f} µs per block added to the "
+        f"manager's CPU time (rounds: {', '.join(f'{d:+.3f}' for d in differences)})"
+    )
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    primary = CPUOffloadingManager(capacity, "lru")
+    server = RequestServer(primary)
+    for number, keys in enumerate(chains):
+        server.serve(keys, ReqContext(str(number)))
+    middle = tracemalloc.take_snapshot()
+    observer = WhatIfObserver(capacity, "lru", WhatIfConfig(capacities=list(_MULTIPLES), sample_rate=rate))
+    for keys in chains:
+        observer.observe(keys)
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    primary_bytes = sum(stat.size_diff for stat in middle.compare_to(before, "filename"))
+    observer_bytes = sum(stat.size_diff for stat in after.compare_to(middle, "filename"))
+    report = observer.report()
+    console.print(
+        f"memory at rate {rate:g}: shadows hold up to {report.shadow_blocks:,} blocks against the primary's "
+        f"{capacity:,} ({report.shadow_blocks / capacity:.1%}); allocated {observer_bytes / 2**20:.2f} MiB against the "
+        f"primary's {primary_bytes / 2**20:.2f} MiB ({observer_bytes / max(1, primary_bytes):.1%})"
+    )
+
+
+def _cpu_seconds(chains: list[list[OffloadKey]], capacity: int, observer: WhatIfObserver | None) -> float:
+    manager = CPUOffloadingManager(capacity, "lru")
+    serve = RequestServer(manager).serve
+    contexts = [ReqContext(str(number)) for number in range(len(chains))]
+    started = time.thread_time()
+    if observer is None:
+        for keys, context in zip(chains, contexts):
+            serve(keys, context)
+    else:
+        observe = observer.observe
+        for keys, context in zip(chains, contexts):
+            serve(keys, context)
+            observe(keys)
+    return time.thread_time() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--rate", type=float, default=0.01)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    console = Console()
+    configure(checks=False)
+    shapes = traces(args.trace)
+    for name, requests in shapes.items():
+        accuracy(name, requests, args.rate, console)
+    cost(shapes["conversation (shared)"], args.rate, args.rounds, console)
+
+
+if __name__ == "__main__":
+    main()
