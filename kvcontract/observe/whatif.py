@@ -182,7 +182,7 @@ class WhatIfObserver(RequestObserver):
 
         def shadow(policy_name: str, multiple: float) -> _Shadow:
             blocks = max(1, round(capacity * multiple * rate))
-            return _Shadow(RequestServer(self._manager(blocks, policy_name)), blocks)
+            return _Shadow(RequestServer(self._manager(blocks, policy_name), checked=False), blocks)
 
         self._current = shadow(policy, 1.0)
         self._capacity = {multiple: shadow(policy, multiple) for multiple in config.capacities}
