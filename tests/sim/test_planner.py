@@ -137,6 +137,9 @@ def test_sizes_become_blocks_and_lists_name_each_capacity() -> None:
         ("150%", None, r"in \(0%, 100%\]"),
         ("50%..1%", None, "ends below its start"),
         ("1KiB", 2**20, "holds no block"),
+        ("64MiB!!", 2**20, "not understood"),
+        ("50%%", None, "not understood"),
+        ("2GiBs", 2**20, "not understood"),
     ],
 )
 def test_a_bad_capacity_names_what_to_write(text: str, block_bytes: int | None, message: str) -> None:
