@@ -17,10 +17,11 @@ import tempfile
 from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import yaml
-from typing_extensions import override
+
+from kvcontract.arguments import USAGE_ERROR, OneLineParser
 
 if TYPE_CHECKING:
     from kvcontract.config import KVContractConfig
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-_USAGE_ERROR = 2
 _CLOSED_PIPE = 141
 """128 + SIGPIPE: what a shell reports for a process that a closed pipe ended."""
 _STDOUT = "-"
@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if message is None:
             raise
         print(f"kvcontract: error: {message}", file=sys.stderr)
-        return _USAGE_ERROR
+        return USAGE_ERROR
 
 
 def _check_environment() -> None:
@@ -117,16 +117,8 @@ def _discard_stdout() -> None:
     os.close(null)
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with its usage errors on one line, as every other error of the command."""
-
-    @override
-    def error(self, message: str) -> NoReturn:
-        self.exit(_USAGE_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="kvcontract", description="KV-cache offloading with checked contracts."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -236,7 +228,7 @@ def _config_validate(options: argparse.Namespace) -> int:
         print(f"kvcontract: {error.source}: invalid config", file=sys.stderr)
         for problem in error.problems:
             print(f"  {problem}", file=sys.stderr)
-        return _USAGE_ERROR
+        return USAGE_ERROR
     with _writing():
         print(f"{options.file}: ok")
     return 0
@@ -445,7 +437,7 @@ def _check(options: argparse.Namespace) -> int:
     except ComponentError as error:
         raise UsageError(str(error)) from None
     status = lint_main([str(path) for path in options.paths])
-    if status == _USAGE_ERROR:
+    if status == USAGE_ERROR:
         return status
     for spec in components:
         outcome = check_component(spec, "thorough" if options.thorough else "fast")

@@ -12,7 +12,8 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-from kvcontract.lint.codes import RULES
+from kvcontract.arguments import OneLineParser
+from kvcontract.lint.codes import known_code
 from kvcontract.lint.config import ConfigError, LintConfig, load_config, parse_version
 from kvcontract.lint.discover import discover
 from kvcontract.lint.runner import LintSettings, lint_files
@@ -34,17 +35,15 @@ def _version() -> str:
 
 
 def _codes(text: str) -> list[str]:
-    codes = [c.strip().upper() for c in text.split(",") if c.strip()]
-    for code in codes:
-        if not (code.startswith("KVC") and code[3:].isdigit() or code == "KVC"):
-            known = ", ".join(RULES)
-            raise argparse.ArgumentTypeError(f"{code!r} is not a rule code or prefix; known codes: {known}")
-    return codes
+    try:
+        return [known_code(code) for code in text.split(",") if code.strip()]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def build_parser(prog: str = "kvcontract-lint") -> argparse.ArgumentParser:
     """The argument parser of the command."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=prog,
         description="Check that subclasses carry @override and honour kvcontract contracts (KVC001-KVC007).",
     )
