@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import yaml
 
@@ -428,10 +428,21 @@ def _check(options: argparse.Namespace) -> int:
         import tomli as tomllib
 
     # The project is read before the lint runs, so a bad --project stops with one line and no findings.
+    wanted = '[tool.kvcontract] components = ["package.module:Name", ...]'
     try:
-        table = tomllib.loads(options.project.read_text(encoding="utf-8")).get("tool", {}).get("kvcontract", {})
+        found: object = tomllib.loads(options.project.read_text(encoding="utf-8")).get("tool", {}).get("kvcontract", {})
     except tomllib.TOMLDecodeError as error:
         raise UsageError(f"{options.project}: not valid TOML: {error}") from None
+    except FileNotFoundError:
+        raise UsageError(
+            f"{options.project}: no such file; kvcontract check reads {wanted} from it (give another with --project)"
+        ) from None
+    table = cast("dict[str, object]", found) if isinstance(found, dict) else {}  # a TOML table has string keys
+    if not table.get("components"):
+        raise UsageError(
+            f"{options.project}: no components to check: kvcontract check looked for {wanted}; "
+            "add it, or run kvcontract lint to lint alone"
+        )
     try:
         components = read_components(table)
     except ComponentError as error:
@@ -443,6 +454,7 @@ def _check(options: argparse.Namespace) -> int:
         outcome = check_component(spec, "thorough" if options.thorough else "fast")
         with _writing():
             print(outcome.line)
+            print(outcome.reproducer, end="")
         if outcome.error is not None:
             status = 1
     return status

@@ -119,14 +119,36 @@ def test_check_runs_the_kit_on_the_named_components(
     good = main(["check", str(clean), "--project", str(_project(tmp_path, "kvcontract.policies:LRUPolicy"))])
     assert "kvcontract.policies:LRUPolicy: policy conforms" in capsys.readouterr().out and good == 0
     bad = main(["check", str(clean), "--project", str(_project(tmp_path, "brokenpolicy:Short"))])
-    assert "brokenpolicy:Short: policy breaks: evict returns exactly n victims" in capsys.readouterr().out and bad == 1
+    out = capsys.readouterr().out
+    assert "brokenpolicy:Short: policy breaks: evict returns exactly n victims" in out and bad == 1
+    reproducer = out.split("policy breaks:", 1)[1]
+    assert "asked 1, got 0" in reproducer and "Shrunk call sequence that reproduces it:" in reproducer, out
+    assert "state.evict_one(" in reproducer, out
 
 
 def test_check_names_a_component_it_cannot_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     clean = tmp_path / "clean.py"
     clean.write_text("VALUE = 1\n")
     status = main(["check", str(clean), "--project", str(_project(tmp_path, "no_such_module:Policy"))])
-    assert status == 2 and "cannot import it" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert status == 2 and "cannot import it" in err and "pip install -e ." in err
+
+
+@pytest.mark.parametrize(
+    "text", ["", "[project]\nname = 'mine'\n", "[tool.kvcontract]\n", "[tool.kvcontract]\ncomponents = []\n"]
+)
+def test_check_without_components_says_what_it_looked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    clean = tmp_path / "clean.py"
+    clean.write_text("VALUE = 1\n")
+    project = tmp_path / "pyproject.toml"
+    project.write_text(text)
+    status = main(["check", str(clean), "--project", str(project)])
+    captured = capsys.readouterr()
+    assert (status, captured.out) == (2, "")
+    assert captured.err.count("\n") == 1, captured.err
+    assert f"{project}: " in captured.err and "[tool.kvcontract]" in captured.err and "components = [" in captured.err
 
 
 def test_check_stops_at_a_missing_project_before_linting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
