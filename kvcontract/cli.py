@@ -128,14 +128,21 @@ def _parser() -> argparse.ArgumentParser:
     validate = config_commands.add_parser(
         "validate", help="check a config file, and that this machine can run it; list every error"
     )
-    validate.add_argument("file", type=Path)
+    validate.add_argument("file", type=Path, help="a config file: YAML (.yaml, .yml), TOML (.toml) or JSON (.json)")
     validate.set_defaults(handler=_config_validate)
     schema = config_commands.add_parser("schema", help="print the config's JSON schema")
     schema.set_defaults(handler=_config_schema)
     show = config_commands.add_parser(
-        "show", help="print the defaults, or FILE with defaults filled in and capacities in blocks"
+        "show",
+        help="print the config a command runs with: FILE's, or simulate's without one; defaults filled in, "
+        "KVCONTRACT_ variables applied, capacities in blocks",
     )
-    show.add_argument("file", type=Path, nargs="?")
+    show.add_argument(
+        "file",
+        type=Path,
+        nargs="?",
+        help="a config file: YAML, TOML or JSON (default: the config kvcontract simulate runs with when given none)",
+    )
     show.set_defaults(handler=_config_show)
 
     simulate = commands.add_parser(
@@ -184,7 +191,12 @@ def _plan_arguments(plan: argparse.ArgumentParser) -> None:
 
 def _simulate_arguments(simulate: argparse.ArgumentParser) -> None:
     """The options of ``simulate``: one place to add more."""
-    simulate.add_argument("--config", type=Path, help="config file (default: the simulation defaults)")
+    simulate.add_argument(
+        "--config", type=Path, help="config file: YAML, TOML or JSON (default: the simulation's, see --print-config)"
+    )
+    simulate.add_argument(
+        "--print-config", action="store_true", help="print the config the run would use, as YAML, and run nothing"
+    )
     simulate.add_argument("--trace", type=Path, help="Mooncake-format JSONL trace (default: built-in workload)")
     simulate.add_argument("--requests", type=int, help="number of requests (default: 3000, or the whole trace)")
     simulate.add_argument("--seed", type=int, default=0, help="seed of the built-in workload")
@@ -243,11 +255,15 @@ def _config_schema(options: argparse.Namespace) -> int:
 
 
 def _config_show(options: argparse.Namespace) -> int:
-    config = _load(options.file)
+    _print_config(_load(options.file, simulation=options.file is None))
+    return 0
+
+
+def _print_config(config: KVContractConfig) -> None:
+    """``config`` as YAML that loads back as the same config."""
     text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)  # pyright: ignore[reportUnknownMemberType]  # types-PyYAML leaves one keyword's type unknown
     with _writing():
         print(text, end="")
-    return 0
 
 
 def _simulate(options: argparse.Namespace) -> int:
@@ -269,6 +285,9 @@ def _simulate(options: argparse.Namespace) -> int:
             raise UsageError(f"--plot: {error}") from None
         _check_writable(options.plot, "--plot")
     config = _load(options.config, simulation=options.config is None)
+    if options.print_config:
+        _print_config(config)
+        return 0
     if options.engines != 1:
         if options.metrics_port is not None:
             raise UsageError("--metrics-port serves one engine's metrics: leave it out with --engines")
