@@ -267,7 +267,7 @@ def _print_config(config: KVContractConfig) -> None:
 
 
 def _simulate(options: argparse.Namespace) -> int:
-    from kvcontract.sim.report import print_report, require_plotting, write_plot, write_summary
+    from kvcontract.sim.report import print_report, require_plotting, run_heading, write_plot, write_summary
     from kvcontract.sim.run import MAX_REQUESTS, run_simulation
     from kvcontract.sim.simulator import DataMismatch
 
@@ -299,7 +299,6 @@ def _simulate(options: argparse.Namespace) -> int:
                 trace=options.trace,
                 num_requests=options.requests,
                 seed=options.seed,
-                show_progress=options.json is None,
                 metrics=metrics,
             )
         except DataMismatch as error:
@@ -307,14 +306,21 @@ def _simulate(options: argparse.Namespace) -> int:
             return 1
     if json_path is not None:
         write_summary(report, json_path)
+        _wrote("the figures as JSON", json_path)
     with _writing():
         if options.json == _STDOUT:
             print(json.dumps(report.summary()))
-        elif json_path is None:
-            print_report(report)
+        else:
+            print_report(report, run_heading(config, trace=options.trace, requests=report.requests, seed=options.seed))
     if options.plot is not None:
         write_plot(report, options.plot)
+        _wrote("the plot of the run", options.plot)
     return 0
+
+
+def _wrote(what: str, path: Path) -> None:
+    """Say on standard error which file a command wrote, so that standard output keeps only its report."""
+    print(f"kvcontract: wrote {what} to {path}", file=sys.stderr)
 
 
 @contextmanager
@@ -392,6 +398,7 @@ def _plan(options: argparse.Namespace) -> int:
         document["tiers"] = tier_plan_json(tiers, block_bytes=block_bytes)
     if json_path is not None:
         json_path.write_text(json.dumps(document, indent=2) + "\n")
+        _wrote("the plan as JSON", json_path)
     with _writing():
         if options.json == _STDOUT:
             print(json.dumps(document))
@@ -401,6 +408,7 @@ def _plan(options: argparse.Namespace) -> int:
                 print_tier_plan(tiers, block_bytes=block_bytes)
     if options.plot is not None:
         write_plan_plot(plan, options.plot, target=target)
+        _wrote("the plot of the curves", options.plot)
     return 0
 
 
@@ -482,6 +490,7 @@ def _check(options: argparse.Namespace) -> int:
 def _simulate_engines(options: argparse.Namespace, config: KVContractConfig) -> int:
     """``simulate --engines N``: the engines share the config's tiers (a Redis tier makes cross-engine hits)."""
     from kvcontract.sim.multi_engine import MAX_ENGINES, print_engines_report, run_engines_simulation
+    from kvcontract.sim.report import run_heading
     from kvcontract.sim.simulator import DataMismatch
 
     if not 1 <= options.engines <= MAX_ENGINES:
@@ -495,15 +504,17 @@ def _simulate_engines(options: argparse.Namespace, config: KVContractConfig) -> 
     except DataMismatch as error:
         print(f"kvcontract: verification failed: {error}", file=sys.stderr)
         return 1
+    if options.json not in (None, _STDOUT):
+        Path(options.json).write_text(json.dumps(report.summary()) + "\n")
+        _wrote("the figures as JSON", Path(options.json))
     with _writing():
-        if options.json is None:
-            print_engines_report(report)
+        if options.json == _STDOUT:
+            print(json.dumps(report.summary()))
         else:
-            text = json.dumps(report.summary())
-            if options.json == _STDOUT:
-                print(text)
-            else:
-                Path(options.json).write_text(text + "\n")
+            heading = run_heading(
+                config, trace=options.trace, requests=report.requests, seed=options.seed, engines=options.engines
+            )
+            print_engines_report(report, heading)
     return 0
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
+from kvcontract.sim.output import show_line, show_table, size_text
 from kvcontract.sim.planner import OPTIMUM, CapacityPlan
 from kvcontract.sim.report import require_plotting
 from kvcontract.sim.tier_plan import HOST, TierPlan
@@ -20,34 +20,35 @@ def print_plan(
     """Hit ratio of each policy and the optimum at each capacity, and where each reaches ``target``."""
     names = list(plan.curves)
     title = f"kvcontract plan: {plan.requests:,} requests, {plan.blocks:,} blocks, {plan.unique_blocks:,} unique"
-    table = Table(title=title)
-    table.add_column("capacity (blocks)", justify="right")
-    table.add_column("of unique", justify="right")
-    if block_bytes is not None:
-        table.add_column("bytes", justify="right")
-    for name in names:
-        table.add_column(name, justify="right")
-    for index, capacity in enumerate(plan.capacities):
-        size = [_size(capacity * block_bytes)] if block_bytes is not None else []
-        ratios = [f"{plan.curves[name][index]:.4f}" for name in names]
-        table.add_row(f"{capacity:,}", f"{capacity / plan.unique_blocks:.1%}", *size, *ratios)
+    columns = ["capacity (blocks)", "of unique", *(["bytes"] if block_bytes is not None else []), *names]
+    rows = [
+        (
+            f"{capacity:,}",
+            f"{capacity / plan.unique_blocks:.1%}",
+            *([size_text(capacity * block_bytes)] if block_bytes is not None else []),
+            *(f"{plan.curves[name][index]:.4f}" for name in names),
+        )
+        for index, capacity in enumerate(plan.capacities)
+    ]
     out = console or Console()
-    out.print(table)
+    show_table(title, columns, rows, left=(), console=out)
     if plan.sample_rate is not None:
-        out.print(
+        show_line(
             f"lru: mean of SHARDS samples at {plan.sample_rate:.2%}, standard error up to {plan.sampling_error:.4f} "
-            "(the largest error over a whole grid can reach about 4 times that)"
+            "(the largest error over a whole grid can reach about 4 times that)",
+            out,
         )
     if plan.capacities[0] < plan.longest_request:
-        out.print(
+        show_line(
             f"below {plan.longest_request} blocks (the longest request) lru's one-pass curve is not exact: "
-            "such a request cannot be stored whole"
+            "such a request cannot be stored whole",
+            out,
         )
     if target is not None:
         for name in names:
             reached = plan.smallest_capacity(name, target)
             answer = "not reached on this grid" if reached is None else _capacity(reached, block_bytes)
-            out.print(f"{name} reaches hit ratio {target}: {answer}")
+            show_line(f"{name} reaches hit ratio {target}: {answer}", out)
 
 
 def plan_json(plan: CapacityPlan, *, block_bytes: int | None, target: float | None) -> dict[str, object]:
@@ -73,22 +74,28 @@ def plan_json(plan: CapacityPlan, *, block_bytes: int | None, target: float | No
 def print_tier_plan(plan: TierPlan, *, block_bytes: int | None, console: Console | None = None) -> None:
     """The hit ratio each level serves at each host capacity, and with a block size the bytes each tier reads."""
     sizes = ", ".join(f"{name} {_capacity(blocks, block_bytes)}" for name, blocks in plan.tier_capacities.items())
-    table = Table(title=f"split by tier ({sizes}; LRU in every level)")
-    table.add_column("host (blocks)", justify="right")
-    if block_bytes is not None:
-        table.add_column("host bytes", justify="right")
-    for level in plan.levels:
-        table.add_column(level, justify="right")
-    table.add_column("total", justify="right")
-    if block_bytes is not None:
-        for name in plan.tier_capacities:
-            table.add_column(f"read from {name}", justify="right")
-    for index, capacity in enumerate(plan.capacities):
-        size = [_size(capacity * block_bytes)] if block_bytes is not None else []
-        ratios = [f"{plan.hit_ratios[level][index]:.4f}" for level in plan.levels]
-        reads = [_size(round(plan.hit_ratios[name][index] * plan.blocks) * block_bytes) for name in plan.tier_capacities] if block_bytes is not None else []
-        table.add_row(f"{capacity:,}", *size, *ratios, f"{plan.total(index):.4f}", *reads)
-    (console or Console()).print(table)
+    columns = [
+        "host (blocks)",
+        *(["host bytes"] if block_bytes is not None else []),
+        *plan.levels,
+        "total",
+        *([f"read from {name}" for name in plan.tier_capacities] if block_bytes is not None else []),
+    ]
+    rows = [
+        (
+            f"{capacity:,}",
+            *([size_text(capacity * block_bytes)] if block_bytes is not None else []),
+            *(f"{plan.hit_ratios[level][index]:.4f}" for level in plan.levels),
+            f"{plan.total(index):.4f}",
+            *(
+                [size_text(round(plan.hit_ratios[name][index] * plan.blocks) * block_bytes) for name in plan.tier_capacities]
+                if block_bytes is not None
+                else []
+            ),
+        )
+        for index, capacity in enumerate(plan.capacities)
+    ]
+    show_table(f"split by tier ({sizes}; LRU in every level)", columns, rows, left=(), console=console)
 
 
 def tier_plan_json(plan: TierPlan, *, block_bytes: int | None) -> dict[str, object]:
@@ -137,11 +144,4 @@ def write_plan_plot(plan: CapacityPlan, path: Path, *, target: float | None) -> 
 
 
 def _capacity(blocks: int, block_bytes: int | None) -> str:
-    return f"{blocks:,} blocks" + (f" ({_size(blocks * block_bytes)})" if block_bytes is not None else "")
-
-
-def _size(count: int) -> str:
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
-        if count >= scale:
-            return f"{count / scale:.2f} {unit}"
-    return f"{count:,} B"
+    return f"{blocks:,} blocks" + (f" ({size_text(blocks * block_bytes)})" if block_bytes is not None else "")
