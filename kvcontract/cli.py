@@ -347,7 +347,8 @@ def _plan(options: argparse.Namespace) -> int:
     from kvcontract.policies import available_policies
     from kvcontract.sim.plan_grid import GridError, parse_capacity_grid
     from kvcontract.sim.plan_report import plan_json, print_plan, print_tier_plan, tier_plan_json, write_plan_plot
-    from kvcontract.sim.planner import plan_capacity
+    from kvcontract.sim.output import progress
+    from kvcontract.sim.planner import plan_capacity, plan_steps
     from kvcontract.sim.tier_plan import plan_tiers
     from kvcontract.sim.report import require_plotting
     from kvcontract.sim.trace import read_block_lists
@@ -385,7 +386,10 @@ def _plan(options: argparse.Namespace) -> int:
     except GridError as error:
         raise UsageError(f"--capacities: {error}") from None
     tier_sizes = _tier_sizes(options, unique, block_bytes)
-    plan = plan_capacity(requests, grid, policies, sample_rate=options.sample, processes=options.processes)
+    with progress(f"planning {len(grid)} capacities", plan_steps(grid, policies)) as advance:
+        plan = plan_capacity(
+            requests, grid, policies, sample_rate=options.sample, processes=options.processes, on_step=advance
+        )
     tiers = plan_tiers(requests, grid, tier_sizes) if tier_sizes else None
     target = options.target_hit
     if target is not None and target > plan.unbounded_hit_ratio:
