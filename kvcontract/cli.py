@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, cast
 
 import yaml
 
-from kvcontract.arguments import USAGE_ERROR, OneLineParser
+from kvcontract.arguments import USAGE_ERROR, OneLineParser, installed_version
 
 if TYPE_CHECKING:
+    from argparse import _SubParsersAction  # pyright: ignore[reportPrivateUsage]  # argparse names the type of add_subparsers() only privately
+
     from kvcontract.config import KVContractConfig
     from kvcontract.metrics import MetricsCollector
 
@@ -117,49 +119,79 @@ def _discard_stdout() -> None:
     os.close(null)
 
 
+def _command(commands: _SubParsersAction[OneLineParser], name: str, summary: str, description: str) -> OneLineParser:
+    """A subcommand: ``summary`` in its parent's list, ``description`` at the top of its own --help."""
+    return commands.add_parser(name, help=summary, description=description)
+
+
+_CONFIG_FILE = "a config file: YAML (.yaml, .yml), TOML (.toml) or JSON (.json)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="kvcontract", description="KV-cache offloading with checked contracts."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    config = commands.add_parser("config", help="validate, show or describe configs")
+    config = _command(commands, "config", "validate, show or describe configs", "Validate, show or describe configs.")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
-    validate = config_commands.add_parser(
-        "validate", help="check a config file, and that this machine can run it; list every error"
+    validate = _command(
+        config_commands,
+        "validate",
+        "check a config file, and that this machine can run it; list every error",
+        "Check a config file, and that this machine can run it (device, host memory, shared-memory "
+        "file); list every error with the path of its field. Exit 0 when valid, 2 otherwise.",
     )
-    validate.add_argument("file", type=Path, help="a config file: YAML (.yaml, .yml), TOML (.toml) or JSON (.json)")
+    validate.add_argument("file", type=Path, help=_CONFIG_FILE)
     validate.set_defaults(handler=_config_validate)
-    schema = config_commands.add_parser("schema", help="print the config's JSON schema")
+    schema = _command(config_commands, "schema", "print the config's JSON schema", "Print the config's JSON schema, for editors and CI.")
     schema.set_defaults(handler=_config_schema)
-    show = config_commands.add_parser(
+    show = _command(
+        config_commands,
         "show",
-        help="print the config a command runs with: FILE's, or simulate's without one; defaults filled in, "
-        "KVCONTRACT_ variables applied, capacities in blocks",
+        "print the config a command runs with: FILE's, or simulate's without one",
+        "Print the config a command runs with, as YAML that loads back as the same config: FILE's, "
+        "or without FILE the one kvcontract simulate runs with; defaults filled in, KVCONTRACT_ "
+        "variables applied, capacities in blocks.",
     )
     show.add_argument(
-        "file",
-        type=Path,
-        nargs="?",
-        help="a config file: YAML, TOML or JSON (default: the config kvcontract simulate runs with when given none)",
+        "file", type=Path, nargs="?", help=f"{_CONFIG_FILE} (default: the config of kvcontract simulate)"
     )
     show.set_defaults(handler=_config_show)
 
-    simulate = commands.add_parser(
-        "simulate", help="drive a manager and a worker through a workload, verifying every load"
+    simulate = _command(
+        commands,
+        "simulate",
+        "drive a manager and a worker through a workload, verifying every load",
+        "Serve a workload (built-in and seeded, or a trace) through a config's manager and worker with "
+        "real data movement, as an engine would, compare every loaded block byte for byte with what "
+        "was stored, and report hit ratio, bytes moved and time taken.",
     )
     _simulate_arguments(simulate)
     simulate.set_defaults(handler=_simulate)
-    plan = commands.add_parser(
-        "plan", help="hit-ratio curves of policies over capacities for a trace, with the optimum as bound"
+    plan = _command(
+        commands,
+        "plan",
+        "hit-ratio curves of policies over capacities for a trace, with the optimum as bound",
+        "Replay a trace's block lists at a grid of capacities and print each policy's prefix "
+        "hit-ratio curve beside the offline optimum's (the bound no policy passes); optionally the "
+        "smallest capacity that reaches a target, and the split of LRU's hits over tiers.",
     )
     _plan_arguments(plan)
     plan.set_defaults(handler=_plan)
-    check = commands.add_parser(
-        "check", help="lint the project, then run the conformance kit on the components pyproject.toml names"
+    check = _command(
+        commands,
+        "check",
+        "lint the project, then run the conformance kit on the components pyproject.toml names",
+        "Lint the project with kvcontract-lint, then run the conformance kit on each component "
+        "[tool.kvcontract] components names in pyproject.toml; print one line per component, and "
+        "the shrunk call sequence of any rule broken. Exit 0 clean, 1 findings, 2 usage error.",
     )
     check.add_argument("paths", nargs="*", type=Path, help="files or folders to lint (default: the project's settings)")
-    check.add_argument("--project", type=Path, default=Path("pyproject.toml"), help="pyproject.toml naming the components")
+    check.add_argument(
+        "--project", type=Path, default=Path("pyproject.toml"), help="pyproject.toml naming the components (default: ./pyproject.toml)"
+    )
     check.add_argument("--thorough", action="store_true", help="the kit's thorough profile (for CI)")
     check.set_defaults(handler=_check)
     commands.add_parser("lint", help="check subclasses of the contracts (see kvcontract lint --help)")
@@ -199,7 +231,7 @@ def _simulate_arguments(simulate: argparse.ArgumentParser) -> None:
     )
     simulate.add_argument("--trace", type=Path, help="Mooncake-format JSONL trace (default: built-in workload)")
     simulate.add_argument("--requests", type=int, help="number of requests (default: 3000, or the whole trace)")
-    simulate.add_argument("--seed", type=int, default=0, help="seed of the built-in workload")
+    simulate.add_argument("--seed", type=int, default=0, help="seed of the built-in workload (default: 0)")
     simulate.add_argument(
         "--json",
         nargs="?",
@@ -220,7 +252,7 @@ def _simulate_arguments(simulate: argparse.ArgumentParser) -> None:
         "--engines",
         type=int,
         default=1,
-        help="engines with their own host memory sharing the config's tiers, requests dealt round-robin",
+        help="engines with their own host memory sharing the config's tiers, requests dealt round-robin (default: 1)",
     )
 
 

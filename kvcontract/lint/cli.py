@@ -10,9 +10,8 @@ import difflib
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 
-from kvcontract.arguments import OneLineParser
+from kvcontract.arguments import OneLineParser, installed_version
 from kvcontract.lint.codes import known_code
 from kvcontract.lint.config import ConfigError, LintConfig, load_config, parse_version
 from kvcontract.lint.discover import discover
@@ -25,13 +24,6 @@ from kvcontract.lint.static_conditions import Target
 __all__ = ["build_parser", "main"]
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-
-
-def _version() -> str:
-    try:
-        return metadata.version("kvcontract")
-    except metadata.PackageNotFoundError:
-        return "0.1.0"
 
 
 def _codes(text: str) -> list[str]:
@@ -62,7 +54,7 @@ def build_parser(prog: str = "kvcontract-lint") -> argparse.ArgumentParser:
     parser.add_argument("--exempt-dunders", action="store_true", default=None, help="exempt every __dunder__ method from KVC001")
     parser.add_argument("--no-respect-gitignore", action="store_true", help="also check files that .gitignore excludes")
     parser.add_argument("--jobs", type=int, default=default_jobs(), help="worker processes for parsing (default: CPUs)")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     return parser
 
 
@@ -111,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         findings = lint_files(files, settings).findings
     fmt: Format = args.format
-    sys.stdout.write(render(findings, fmt, base, _version()))
+    sys.stdout.write(render(findings, fmt, base, installed_version()))
     if args.statistics:
         sys.stdout.write(statistics(findings))
     if findings and not args.exit_zero:

@@ -93,3 +93,41 @@ def test_several_engines_piped_are_plain_lines(capsys: pytest.CaptureFixture[str
     assert outcome.status == 0, outcome.err
     assert "engine\trequests\tblocks\thit ratio" in outcome.out
     assert "check passed:" in outcome.out and "2 engines" in outcome.out.splitlines()[0]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib import metadata
+
+    outcome = run_cli(capsys, "--version")
+    assert (outcome.status, outcome.out) == (0, f"kvcontract {metadata.version('kvcontract')}\n")
+
+
+@pytest.mark.parametrize(
+    ("command", "described"),
+    [
+        (("simulate",), "Serve a workload"),
+        (("plan",), "hit-ratio curve"),
+        (("check",), "conformance kit"),
+        (("config", "show"), "Print the config"),
+        (("config", "validate"), "Check a config file"),
+    ],
+)
+def test_each_command_s_help_says_what_it_does(
+    capsys: pytest.CaptureFixture[str], command: tuple[str, ...], described: str
+) -> None:
+    outcome = run_cli(capsys, *command, "--help")
+    assert outcome.status == 0
+    description = outcome.out.split("\n\n")[1]
+    assert described in " ".join(description.split()), outcome.out
+
+
+@pytest.mark.parametrize("action", ["show", "validate"])
+def test_config_s_file_argument_is_explained(capsys: pytest.CaptureFixture[str], action: str) -> None:
+    text = " ".join(run_cli(capsys, "config", action, "--help").out.split())
+    assert "file a config file: YAML (.yaml, .yml), TOML (.toml) or JSON (.json)" in text
+
+
+def test_help_states_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    text = " ".join(run_cli(capsys, "simulate", "--help").out.split())
+    assert "seed of the built-in workload (default: 0)" in text
+    assert "(default: 1)" in text
