@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import numpy as np
+from numpy.typing import NDArray
 from rich.console import Console
 
 from kvcontract.sim.output import show_line, show_table, size_text
@@ -11,7 +15,10 @@ from kvcontract.sim.planner import OPTIMUM, CapacityPlan
 from kvcontract.sim.report import require_plotting
 from kvcontract.sim.tier_plan import HOST, TierPlan
 
-__all__ = ["plan_json", "print_plan", "print_tier_plan", "tier_plan_json", "write_plan_plot"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["plan_figure", "plan_json", "print_plan", "print_tier_plan", "tier_plan_json", "write_plan_plot"]
 
 
 def print_plan(
@@ -118,29 +125,70 @@ def tier_plan_json(plan: TierPlan, *, block_bytes: int | None) -> dict[str, obje
 
 
 def write_plan_plot(plan: CapacityPlan, path: Path, *, target: float | None) -> None:
-    """Each policy's curve, the optimum dashed above them, and the target as a line, as a PNG."""
+    """:func:`plan_figure` as a PNG."""
+    figure = plan_figure(plan, target=target)
+    import matplotlib.pyplot as plt
+
+    try:
+        figure.savefig(path)  # pyright: ignore[reportUnknownMemberType]  # matplotlib leaves **kwargs untyped
+    finally:
+        plt.close(figure)
+
+
+def plan_figure(plan: CapacityPlan, *, target: float | None) -> Figure:
+    """Each policy's curve, the optimum dashed above them, the ceiling of keeping every block and
+    the target as lines. The hit-ratio axis ends a little above the highest of them, not at 1,
+    so the curves fill the plot; capacities are labelled at 1, 2 and 5 of each decade, in blocks
+    below and in percent of the unique blocks above."""
     require_plotting()
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     figure, grid = plt.subplots(1, 1, figsize=(8, 5), squeeze=False)
     axes = grid[0, 0]
     for name, ratios in plan.curves.items():
         dashed = name == OPTIMUM
         axes.plot(plan.capacities, ratios, "k--" if dashed else "-", label=name)
+    axes.axhline(plan.unbounded_hit_ratio, color="tab:gray", linestyle=":", linewidth=1, label="room for every block")
     if target is not None:
         axes.axhline(target, color="tab:red", linewidth=0.8, label=f"target {target}")
+    highest = max([plan.unbounded_hit_ratio, *(target or 0.0,), *(max(ratios) for ratios in plan.curves.values())])
+    axes.set_ylim(0, min(1.0, math.ceil(highest * 1.1 * 20) / 20))
     axes.set_xscale("log")
+    axes.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axes.xaxis.set_major_formatter(FuncFormatter(_blocks_label))
+    axes.xaxis.set_minor_formatter(NullFormatter())
+    unique = plan.unique_blocks
+
+    def to_percent(blocks: NDArray[np.float64]) -> NDArray[np.float64]:
+        return blocks / unique * 100
+
+    def to_blocks(percent: NDArray[np.float64]) -> NDArray[np.float64]:
+        return percent * unique / 100
+
+    top = axes.secondary_xaxis("top", functions=(to_percent, to_blocks))
+    top.set_xlabel("capacity (% of unique blocks)")
+    top.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    top.xaxis.set_major_formatter(FuncFormatter(_percent_label))
+    top.xaxis.set_minor_formatter(NullFormatter())
     axes.set_xlabel("capacity (offload blocks)")
     axes.set_ylabel("prefix hit ratio")
-    axes.set_ylim(0, 1)
+    axes.grid(True, which="major", alpha=0.3)
     axes.legend()
     axes.set_title(f"kvcontract plan: {plan.requests:,} requests, {plan.unique_blocks:,} unique blocks")
     figure.tight_layout()
-    figure.savefig(path)  # pyright: ignore[reportUnknownMemberType]  # matplotlib leaves **kwargs untyped
-    plt.close(figure)
+    return figure
+
+
+def _blocks_label(value: float, position: int | None) -> str:
+    return f"{value:,.0f}"
+
+
+def _percent_label(value: float, position: int | None) -> str:
+    return f"{value:g}%"
 
 
 def _capacity(blocks: int, block_bytes: int | None) -> str:

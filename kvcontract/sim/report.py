@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -21,7 +23,10 @@ from kvcontract.config import CPUManagerConfig, FileTierConfig, KVContractConfig
 from kvcontract.sim.output import show_line, show_table, size_text
 from kvcontract.sim.simulator import SimulationReport
 
-__all__ = ["PLOT_EXTRA", "check_verdict", "print_report", "require_plotting", "run_heading", "write_plot", "write_summary"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["PLOT_EXTRA", "check_verdict", "print_report", "require_plotting", "run_figure", "run_heading", "write_plot", "write_summary"]
 
 PLOT_EXTRA = "kvcontract[plot]"
 """The extra that installs what :func:`write_plot` needs."""
@@ -111,7 +116,20 @@ def require_plotting() -> None:
 
 
 def write_plot(report: SimulationReport, path: Path) -> None:
-    """Hit ratio and transfer throughput against requests served, as a PNG."""
+    """:func:`run_figure` as a PNG."""
+    figure = run_figure(report)
+    import matplotlib.pyplot as plt
+
+    try:
+        with _replacing(path) as temporary:
+            figure.savefig(temporary, format="png")  # pyright: ignore[reportUnknownMemberType]  # matplotlib leaves **kwargs untyped
+    finally:
+        plt.close(figure)
+
+
+def run_figure(report: SimulationReport) -> Figure:
+    """Hit ratio and transfer throughput against requests served. Both axes start at 0, and the hit
+    ratio's ends a little above its highest value, so neither hides nor inflates how they move."""
     require_plotting()
     import matplotlib
 
@@ -119,20 +137,20 @@ def write_plot(report: SimulationReport, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     served = [s.requests for s in report.samples]
+    ratios = [s.hit_ratio for s in report.samples]
     figure, (hits, throughput) = plt.subplots(2, 1, sharex=True, figsize=(8, 6))
-    hits.plot(served, [s.hit_ratio for s in report.samples])
+    hits.plot(served, ratios)
     hits.set_ylabel("hit ratio (cumulative)")
-    hits.set_ylim(0, 1)
+    hits.set_ylim(0, min(1.0, math.ceil(max(ratios, default=0.0) * 1.1 * 20) / 20) or 1.0)
     throughput.plot(served, [s.transfer_gbps for s in report.samples], color="tab:orange")
     throughput.set_ylabel("transfer GB/s (cumulative)")
+    throughput.set_ylim(bottom=0)
     throughput.set_xlabel("requests served")
-    hits.set_title(f"kvcontract simulate on {report.device}")
+    for axes in (hits, throughput):
+        axes.grid(True, alpha=0.3)
+    hits.set_title(f"kvcontract simulate on {report.device}: {report.requests:,} requests")
     figure.tight_layout()
-    try:
-        with _replacing(path) as temporary:
-            figure.savefig(temporary, format="png")  # pyright: ignore[reportUnknownMemberType]  # matplotlib leaves **kwargs untyped
-    finally:
-        plt.close(figure)
+    return figure
 
 
 @contextmanager
