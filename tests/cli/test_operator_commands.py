@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from kvcontract.cli import main
 from kvcontract.sim.stack_distance import lru_hit_curve
+from tests.cli.support import run_cli
 
 REQUESTS = [[1, 2, 3], [1, 2], [4, 5], [1, 2, 3, 6], [4, 5, 7], [1, 2], [4, 5]]
 
@@ -169,17 +171,26 @@ def test_simulate_serves_metrics_that_a_scrape_parses(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "kvcontract", "simulate", "--requests", "3000", "--json", "--metrics-port", str(port)]
+    command = [sys.executable, "-m", "kvcontract", "simulate", "--requests", "100000", "--json", "--metrics-port", str(port)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         text = _scrape(f"http://127.0.0.1:{port}/metrics", process)
     finally:
-        process.wait(timeout=600)
+        process.send_signal(signal.SIGINT)  # scraped while it ran: the rest of the run adds nothing here
+        _, err = process.communicate(timeout=600)
     families = {family.name: family for family in parser.text_string_to_metric_families(text)}
     assert families["vllm:kv_offload_cpu_cache_usage_perc"].type == "gauge"
     assert families["vllm:kv_offload_store_bytes"].type == "counter"
     assert families["vllm:kv_offload_store_size"].type == "histogram"
-    assert process.returncode == 0
+    assert (process.returncode, err.splitlines()[-1]) == (130, "kvcontract: interrupted")
+
+
+def test_simulate_with_metrics_served_completes(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("prometheus_client", reason="prometheus-client not installed (extra kvcontract[metrics])")
+    outcome = run_cli(capsys, "simulate", "--requests", "50", "--json", "--metrics-port", "0")
+    assert outcome.status == 0, outcome.err
+    assert outcome.err.startswith("kvcontract: metrics at http://127.0.0.1:")
+    assert json.loads(outcome.out)["requests"] == 50
 
 
 def _scrape(url: str, process: subprocess.Popen[str]) -> str:
