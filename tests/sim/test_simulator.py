@@ -99,7 +99,7 @@ def _counts(report: SimulationReport) -> dict[str, object]:
 
 
 def test_a_seeded_run_gives_the_same_counts_whenever_the_worker_reports() -> None:
-    requests = conversation_workload(300, seed=3)
+    requests = conversation_workload(150, seed=3)
     longest = max(map(len, requests))
     reports: list[dict[str, object]] = []
     for timing in (1, 2, 3):
@@ -112,5 +112,5 @@ def test_a_seeded_run_gives_the_same_counts_whenever_the_worker_reports() -> Non
 
 def test_simulate_twice_gives_the_same_counts() -> None:
     config = load_config(environ={}, base=SIMULATION_DEFAULTS)
-    first, second = (_counts(run_simulation(config, num_requests=300, seed=5, show_progress=False)) for _ in range(2))
+    first, second = (_counts(run_simulation(config, num_requests=150, seed=5, show_progress=False)) for _ in range(2))
     assert first == second
