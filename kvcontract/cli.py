@@ -17,18 +17,20 @@ import tempfile
 from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, cast
 
 import yaml
-from typing_extensions import override
+
+from kvcontract.arguments import USAGE_ERROR, OneLineParser, installed_version
 
 if TYPE_CHECKING:
+    from argparse import _SubParsersAction  # pyright: ignore[reportPrivateUsage]  # argparse names the type of add_subparsers() only privately
+
     from kvcontract.config import KVContractConfig
     from kvcontract.metrics import MetricsCollector
 
 __all__ = ["main"]
 
-_USAGE_ERROR = 2
 _CLOSED_PIPE = 141
 """128 + SIGPIPE: what a shell reports for a process that a closed pipe ended."""
 _STDOUT = "-"
@@ -63,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if message is None:
             raise
         print(f"kvcontract: error: {message}", file=sys.stderr)
-        return _USAGE_ERROR
+        return USAGE_ERROR
 
 
 def _check_environment() -> None:
@@ -117,50 +119,79 @@ def _discard_stdout() -> None:
     os.close(null)
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with its usage errors on one line, as every other error of the command."""
+def _command(commands: _SubParsersAction[OneLineParser], name: str, summary: str, description: str) -> OneLineParser:
+    """A subcommand: ``summary`` in its parent's list, ``description`` at the top of its own --help."""
+    return commands.add_parser(name, help=summary, description=description)
 
-    @override
-    def error(self, message: str) -> NoReturn:
-        self.exit(_USAGE_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+_CONFIG_FILE = "a config file: YAML (.yaml, .yml), TOML (.toml) or JSON (.json)"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="kvcontract", description="KV-cache offloading with checked contracts."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    config = commands.add_parser("config", help="validate, show or describe configs")
+    config = _command(commands, "config", "validate, show or describe configs", "Validate, show or describe configs.")
     config_commands = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
-    validate = config_commands.add_parser(
-        "validate", help="check a config file, and that this machine can run it; list every error"
+    validate = _command(
+        config_commands,
+        "validate",
+        "check a config file, and that this machine can run it; list every error",
+        "Check a config file, and that this machine can run it (device, host memory, shared-memory "
+        "file); list every error with the path of its field. Exit 0 when valid, 2 otherwise.",
     )
-    validate.add_argument("file", type=Path)
+    validate.add_argument("file", type=Path, help=_CONFIG_FILE)
     validate.set_defaults(handler=_config_validate)
-    schema = config_commands.add_parser("schema", help="print the config's JSON schema")
+    schema = _command(config_commands, "schema", "print the config's JSON schema", "Print the config's JSON schema, for editors and CI.")
     schema.set_defaults(handler=_config_schema)
-    show = config_commands.add_parser(
-        "show", help="print the defaults, or FILE with defaults filled in and capacities in blocks"
+    show = _command(
+        config_commands,
+        "show",
+        "print the config a command runs with: FILE's, or simulate's without one",
+        "Print the config a command runs with, as YAML that loads back as the same config: FILE's, "
+        "or without FILE the one kvcontract simulate runs with; defaults filled in, KVCONTRACT_ "
+        "variables applied, capacities in blocks.",
     )
-    show.add_argument("file", type=Path, nargs="?")
+    show.add_argument(
+        "file", type=Path, nargs="?", help=f"{_CONFIG_FILE} (default: the config of kvcontract simulate)"
+    )
     show.set_defaults(handler=_config_show)
 
-    simulate = commands.add_parser(
-        "simulate", help="drive a manager and a worker through a workload, verifying every load"
+    simulate = _command(
+        commands,
+        "simulate",
+        "drive a manager and a worker through a workload, verifying every load",
+        "Serve a workload (built-in and seeded, or a trace) through a config's manager and worker with "
+        "real data movement, as an engine would, compare every loaded block byte for byte with what "
+        "was stored, and report hit ratio, bytes moved and time taken.",
     )
     _simulate_arguments(simulate)
     simulate.set_defaults(handler=_simulate)
-    plan = commands.add_parser(
-        "plan", help="hit-ratio curves of policies over capacities for a trace, with the optimum as bound"
+    plan = _command(
+        commands,
+        "plan",
+        "hit-ratio curves of policies over capacities for a trace, with the optimum as bound",
+        "Replay a trace's block lists at a grid of capacities and print each policy's prefix "
+        "hit-ratio curve beside the offline optimum's (the bound no policy passes); optionally the "
+        "smallest capacity that reaches a target, and the split of LRU's hits over tiers.",
     )
     _plan_arguments(plan)
     plan.set_defaults(handler=_plan)
-    check = commands.add_parser(
-        "check", help="lint the project, then run the conformance kit on the components pyproject.toml names"
+    check = _command(
+        commands,
+        "check",
+        "lint the project, then run the conformance kit on the components pyproject.toml names",
+        "Lint the project with kvcontract-lint, then run the conformance kit on each component "
+        "[tool.kvcontract] components names in pyproject.toml; print one line per component, and "
+        "the shrunk call sequence of any rule broken. Exit 0 clean, 1 findings, 2 usage error.",
     )
     check.add_argument("paths", nargs="*", type=Path, help="files or folders to lint (default: the project's settings)")
-    check.add_argument("--project", type=Path, default=Path("pyproject.toml"), help="pyproject.toml naming the components")
+    check.add_argument(
+        "--project", type=Path, default=Path("pyproject.toml"), help="pyproject.toml naming the components (default: ./pyproject.toml)"
+    )
     check.add_argument("--thorough", action="store_true", help="the kit's thorough profile (for CI)")
     check.set_defaults(handler=_check)
     commands.add_parser("lint", help="check subclasses of the contracts (see kvcontract lint --help)")
@@ -192,10 +223,15 @@ def _plan_arguments(plan: argparse.ArgumentParser) -> None:
 
 def _simulate_arguments(simulate: argparse.ArgumentParser) -> None:
     """The options of ``simulate``: one place to add more."""
-    simulate.add_argument("--config", type=Path, help="config file (default: the simulation defaults)")
+    simulate.add_argument(
+        "--config", type=Path, help="config file: YAML, TOML or JSON (default: the simulation's, see --print-config)"
+    )
+    simulate.add_argument(
+        "--print-config", action="store_true", help="print the config the run would use, as YAML, and run nothing"
+    )
     simulate.add_argument("--trace", type=Path, help="Mooncake-format JSONL trace (default: built-in workload)")
     simulate.add_argument("--requests", type=int, help="number of requests (default: 3000, or the whole trace)")
-    simulate.add_argument("--seed", type=int, default=0, help="seed of the built-in workload")
+    simulate.add_argument("--seed", type=int, default=0, help="seed of the built-in workload (default: 0)")
     simulate.add_argument(
         "--json",
         nargs="?",
@@ -216,7 +252,7 @@ def _simulate_arguments(simulate: argparse.ArgumentParser) -> None:
         "--engines",
         type=int,
         default=1,
-        help="engines with their own host memory sharing the config's tiers, requests dealt round-robin",
+        help="engines with their own host memory sharing the config's tiers, requests dealt round-robin (default: 1)",
     )
 
 
@@ -236,7 +272,7 @@ def _config_validate(options: argparse.Namespace) -> int:
         print(f"kvcontract: {error.source}: invalid config", file=sys.stderr)
         for problem in error.problems:
             print(f"  {problem}", file=sys.stderr)
-        return _USAGE_ERROR
+        return USAGE_ERROR
     with _writing():
         print(f"{options.file}: ok")
     return 0
@@ -251,16 +287,20 @@ def _config_schema(options: argparse.Namespace) -> int:
 
 
 def _config_show(options: argparse.Namespace) -> int:
-    config = _load(options.file)
+    _print_config(_load(options.file, simulation=options.file is None))
+    return 0
+
+
+def _print_config(config: KVContractConfig) -> None:
+    """``config`` as YAML that loads back as the same config."""
     text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)  # pyright: ignore[reportUnknownMemberType]  # types-PyYAML leaves one keyword's type unknown
     with _writing():
         print(text, end="")
         print(f"# block identity: {config.block_identity().fingerprint_hex} (kv_layout and identity together)")
-    return 0
 
 
 def _simulate(options: argparse.Namespace) -> int:
-    from kvcontract.sim.report import print_report, require_plotting, write_plot, write_summary
+    from kvcontract.sim.report import print_report, require_plotting, run_heading, write_plot, write_summary
     from kvcontract.sim.run import MAX_REQUESTS, run_simulation
     from kvcontract.sim.simulator import DataMismatch
 
@@ -278,6 +318,9 @@ def _simulate(options: argparse.Namespace) -> int:
             raise UsageError(f"--plot: {error}") from None
         _check_writable(options.plot, "--plot")
     config = _load(options.config, simulation=options.config is None)
+    if options.print_config:
+        _print_config(config)
+        return 0
     if options.engines != 1:
         if options.metrics_port is not None:
             raise UsageError("--metrics-port serves one engine's metrics: leave it out with --engines")
@@ -294,7 +337,6 @@ def _simulate(options: argparse.Namespace) -> int:
                 trace=options.trace,
                 num_requests=options.requests,
                 seed=options.seed,
-                show_progress=options.json is None,
                 metrics=metrics,
                 observer=observer,
             )
@@ -303,14 +345,21 @@ def _simulate(options: argparse.Namespace) -> int:
             return 1
     if json_path is not None:
         write_summary(report, json_path)
+        _wrote("the figures as JSON", json_path)
     with _writing():
         if options.json == _STDOUT:
             print(json.dumps(report.summary()))
-        elif json_path is None:
-            print_report(report)
+        else:
+            print_report(report, run_heading(config, trace=options.trace, requests=report.requests, seed=options.seed))
     if options.plot is not None:
         write_plot(report, options.plot)
+        _wrote("the plot of the run", options.plot)
     return 0
+
+
+def _wrote(what: str, path: Path) -> None:
+    """Say on standard error which file a command wrote, so that standard output keeps only its report."""
+    print(f"kvcontract: wrote {what} to {path}", file=sys.stderr)
 
 
 @contextmanager
@@ -337,7 +386,8 @@ def _plan(options: argparse.Namespace) -> int:
     from kvcontract.policies import available_policies
     from kvcontract.sim.plan_grid import GridError, parse_capacity_grid
     from kvcontract.sim.plan_report import plan_json, print_plan, print_tier_plan, tier_plan_json, write_plan_plot
-    from kvcontract.sim.planner import plan_capacity
+    from kvcontract.sim.output import progress
+    from kvcontract.sim.planner import plan_capacity, plan_steps
     from kvcontract.sim.tier_plan import plan_tiers
     from kvcontract.sim.report import require_plotting
     from kvcontract.sim.trace import read_block_lists
@@ -375,7 +425,10 @@ def _plan(options: argparse.Namespace) -> int:
     except GridError as error:
         raise UsageError(f"--capacities: {error}") from None
     tier_sizes = _tier_sizes(options, unique, block_bytes)
-    plan = plan_capacity(requests, grid, policies, sample_rate=options.sample, processes=options.processes)
+    with progress(f"planning {len(grid)} capacities", plan_steps(grid, policies)) as advance:
+        plan = plan_capacity(
+            requests, grid, policies, sample_rate=options.sample, processes=options.processes, on_step=advance
+        )
     tiers = plan_tiers(requests, grid, tier_sizes) if tier_sizes else None
     target = options.target_hit
     if target is not None and target > plan.unbounded_hit_ratio:
@@ -388,6 +441,7 @@ def _plan(options: argparse.Namespace) -> int:
         document["tiers"] = tier_plan_json(tiers, block_bytes=block_bytes)
     if json_path is not None:
         json_path.write_text(json.dumps(document, indent=2) + "\n")
+        _wrote("the plan as JSON", json_path)
     with _writing():
         if options.json == _STDOUT:
             print(json.dumps(document))
@@ -397,6 +451,7 @@ def _plan(options: argparse.Namespace) -> int:
                 print_tier_plan(tiers, block_bytes=block_bytes)
     if options.plot is not None:
         write_plan_plot(plan, options.plot, target=target)
+        _wrote("the plot of the curves", options.plot)
     return 0
 
 
@@ -443,21 +498,33 @@ def _check(options: argparse.Namespace) -> int:
         import tomli as tomllib
 
     # The project is read before the lint runs, so a bad --project stops with one line and no findings.
+    wanted = '[tool.kvcontract] components = ["package.module:Name", ...]'
     try:
-        table = tomllib.loads(options.project.read_text(encoding="utf-8")).get("tool", {}).get("kvcontract", {})
+        found: object = tomllib.loads(options.project.read_text(encoding="utf-8")).get("tool", {}).get("kvcontract", {})
     except tomllib.TOMLDecodeError as error:
         raise UsageError(f"{options.project}: not valid TOML: {error}") from None
+    except FileNotFoundError:
+        raise UsageError(
+            f"{options.project}: no such file; kvcontract check reads {wanted} from it (give another with --project)"
+        ) from None
+    table = cast("dict[str, object]", found) if isinstance(found, dict) else {}  # a TOML table has string keys
+    if not table.get("components"):
+        raise UsageError(
+            f"{options.project}: no components to check: kvcontract check looked for {wanted}; "
+            "add it, or run kvcontract lint to lint alone"
+        )
     try:
         components = read_components(table)
     except ComponentError as error:
         raise UsageError(str(error)) from None
     status = lint_main([str(path) for path in options.paths])
-    if status == _USAGE_ERROR:
+    if status == USAGE_ERROR:
         return status
     for spec in components:
         outcome = check_component(spec, "thorough" if options.thorough else "fast")
         with _writing():
             print(outcome.line)
+            print(outcome.reproducer, end="")
         if outcome.error is not None:
             status = 1
     return status
@@ -466,6 +533,7 @@ def _check(options: argparse.Namespace) -> int:
 def _simulate_engines(options: argparse.Namespace, config: KVContractConfig) -> int:
     """``simulate --engines N``: the engines share the config's tiers (a Redis tier makes cross-engine hits)."""
     from kvcontract.sim.multi_engine import MAX_ENGINES, print_engines_report, run_engines_simulation
+    from kvcontract.sim.report import run_heading
     from kvcontract.sim.simulator import DataMismatch
 
     if not 1 <= options.engines <= MAX_ENGINES:
@@ -479,15 +547,17 @@ def _simulate_engines(options: argparse.Namespace, config: KVContractConfig) -> 
     except DataMismatch as error:
         print(f"kvcontract: verification failed: {error}", file=sys.stderr)
         return 1
+    if options.json not in (None, _STDOUT):
+        Path(options.json).write_text(json.dumps(report.summary()) + "\n")
+        _wrote("the figures as JSON", Path(options.json))
     with _writing():
-        if options.json is None:
-            print_engines_report(report)
+        if options.json == _STDOUT:
+            print(json.dumps(report.summary()))
         else:
-            text = json.dumps(report.summary())
-            if options.json == _STDOUT:
-                print(text)
-            else:
-                Path(options.json).write_text(text + "\n")
+            heading = run_heading(
+                config, trace=options.trace, requests=report.requests, seed=options.seed, engines=options.engines
+            )
+            print_engines_report(report, heading)
     return 0
 
 

@@ -17,10 +17,12 @@ import codecs
 import copy
 import json
 import os
+import re
 import stat
 import sys
 import typing
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal, Union, cast
 
@@ -31,7 +33,6 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainValidator,
-    TypeAdapter,
     ValidationError,
     ValidationInfo,
     WithJsonSchema,
@@ -68,6 +69,7 @@ __all__ = [
     "check_machine",
     "config_json_schema",
     "load_config",
+    "parse_size",
     "physical_memory_bytes",
 ]
 
@@ -128,7 +130,29 @@ class ConfigLimits:
     """What-if capacities, and what-if policies, each."""
 
 
-_CAPACITY_HELP = 'give offload blocks as an integer >= 1, or a size such as "16GiB"'
+_SIZE_UNITS: Mapping[str, int] = {
+    "B": 1,
+    **{f"{prefix}B": 1000 ** (power + 1) for power, prefix in enumerate("KMGTP")},
+    **{f"{prefix}iB": 1024 ** (power + 1) for power, prefix in enumerate("KMGTP")},
+}
+"""The units a size takes, matched without regard to case: decimal (``GB``) and binary (``GiB``)."""
+_UNITS_BY_CASE = {unit.lower(): factor for unit, factor in _SIZE_UNITS.items()}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", re.IGNORECASE)
+_SIZE_FORMS = f'a number and a unit ({", ".join(_SIZE_UNITS)}), such as "16GiB" or "1.5 TB"'
+_CAPACITY_HELP = f"give offload blocks as an integer >= 1 (no quotes), or a size: {_SIZE_FORMS}"
+
+
+def parse_size(text: str) -> int:
+    """The bytes that ``text`` names: a number and one unit of a fixed list, nothing else around them.
+
+    Raises ``ValueError`` naming the accepted forms (pydantic's ``ByteSize`` reads only a prefix,
+    so ``"4000000%"`` and ``"64MiB!!"`` meant something; here they are refused).
+    """
+    match = _SIZE.match(text)
+    factor = _UNITS_BY_CASE.get(match.group(2).lower()) if match else None
+    if match is None or factor is None:
+        raise ValueError(f"{text[:80]!r} is not a size: write {_SIZE_FORMS}")
+    return int(Fraction(match.group(1)) * factor)
 
 
 def _parse_capacity(value: object) -> int:
@@ -145,9 +169,10 @@ def _parse_capacity(value: object) -> int:
         return value
     if isinstance(value, str):
         try:
-            size = _BYTE_SIZE.validate_python(value)
-        except ValidationError:
-            raise ValueError(f"capacity {value[:80]!r} is not understood: {_CAPACITY_HELP}") from None
+            size = ByteSize(parse_size(value))
+        except ValueError:
+            where = "; percentages of a trace's blocks are for kvcontract plan" if value.strip().endswith("%") else ""
+            raise ValueError(f"capacity is not understood: {_CAPACITY_HELP}{where}") from None
         if size > ConfigLimits.MAX_TIER_BYTES:
             raise ValueError(
                 f"capacity {value!r} is more than the limit of "
@@ -157,7 +182,6 @@ def _parse_capacity(value: object) -> int:
     raise ValueError(f"capacity: {_CAPACITY_HELP}")
 
 
-_BYTE_SIZE = TypeAdapter(ByteSize)
 Capacity = Annotated[
     int,
     PlainValidator(_parse_capacity),
@@ -165,7 +189,11 @@ Capacity = Annotated[
         {
             "anyOf": [
                 {"type": "integer", "minimum": 1, "description": "offload blocks"},
-                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[KMGTP]?i?B\s*$", "description": "a size"},
+                {
+                    "type": "string",
+                    "pattern": r"^\s*\d+(\.\d+)?\s*([KkMmGgTtPp][Ii]?)?[Bb]\s*$",
+                    "description": f"a size: {_SIZE_FORMS}",
+                },
             ]
         }
     ),

@@ -203,7 +203,7 @@ def hits(trace: Path, engines: int, requests: int | None, console: Console) -> N
             console.print(f"server: {evicted:,} keys evicted, {int(server.command('DBSIZE')):,} keys at the end")
         finally:
             server.stop()
-    print_engines_report(report, console)
+    print_engines_report(report, console=console)
     console.print(f"hit ratio over all requests: {report.hit_ratio:.4f} in {report.seconds:.0f} s")
 
 

@@ -10,9 +10,9 @@ import difflib
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 
-from kvcontract.lint.codes import RULES
+from kvcontract.arguments import OneLineParser, installed_version
+from kvcontract.lint.codes import known_code
 from kvcontract.lint.config import ConfigError, LintConfig, load_config, parse_version
 from kvcontract.lint.discover import discover
 from kvcontract.lint.runner import LintSettings, lint_files
@@ -26,25 +26,16 @@ __all__ = ["build_parser", "main"]
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
-def _version() -> str:
-    try:
-        return metadata.version("kvcontract")
-    except metadata.PackageNotFoundError:
-        return "0.1.0"
-
-
 def _codes(text: str) -> list[str]:
-    codes = [c.strip().upper() for c in text.split(",") if c.strip()]
-    for code in codes:
-        if not (code.startswith("KVC") and code[3:].isdigit() or code == "KVC"):
-            known = ", ".join(RULES)
-            raise argparse.ArgumentTypeError(f"{code!r} is not a rule code or prefix; known codes: {known}")
-    return codes
+    try:
+        return [known_code(code) for code in text.split(",") if code.strip()]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def build_parser(prog: str = "kvcontract-lint") -> argparse.ArgumentParser:
     """The argument parser of the command."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=prog,
         description="Check that subclasses carry @override and honour kvcontract contracts (KVC001-KVC007).",
     )
@@ -63,7 +54,7 @@ def build_parser(prog: str = "kvcontract-lint") -> argparse.ArgumentParser:
     parser.add_argument("--exempt-dunders", action="store_true", default=None, help="exempt every __dunder__ method from KVC001")
     parser.add_argument("--no-respect-gitignore", action="store_true", help="also check files that .gitignore excludes")
     parser.add_argument("--jobs", type=int, default=default_jobs(), help="worker processes for parsing (default: CPUs)")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     return parser
 
 
@@ -112,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         findings = lint_files(files, settings).findings
     fmt: Format = args.format
-    sys.stdout.write(render(findings, fmt, base, _version()))
+    sys.stdout.write(render(findings, fmt, base, installed_version()))
     if args.statistics:
         sys.stdout.write(statistics(findings))
     if findings and not args.exit_zero:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["RULES", "Rule", "rule"]
+__all__ = ["RULES", "Rule", "known_code", "rule"]
 
 
 class Rule(NamedTuple):
@@ -62,3 +62,12 @@ def rule(code: str) -> Rule:
         return RULES[code]
     except KeyError:
         raise KeyError(f"unknown rule code {code!r}; known codes: {', '.join(RULES)}") from None
+
+
+def known_code(code: str) -> str:
+    """``code`` in upper case when it is a rule's code or a prefix of one (``KVC``, ``KVC00``);
+    raises ``ValueError`` listing the codes otherwise, so a typo never selects nothing."""
+    upper = code.strip().upper()
+    if not upper or not any(known.startswith(upper) for known in RULES):
+        raise ValueError(f"{code!r} is no rule code or prefix of one; known codes: {', '.join(RULES)}")
+    return upper

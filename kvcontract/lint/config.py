@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from typing_extensions import TypeGuard
 
+from kvcontract.lint.codes import known_code
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
@@ -30,7 +32,6 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 __all__ = ["ConfigError", "LintConfig", "find_pyproject", "load_config", "parse_version"]
 
-_CODE = re.compile(r"^[A-Z]+[0-9]*$")
 _KEYS = (
     "select",
     "ignore",
@@ -98,10 +99,10 @@ def _strings(value: object, where: str, what: str) -> tuple[str, ...]:
 
 def _codes(value: object, where: str) -> tuple[str, ...]:
     codes = _strings(value, where, "rule codes such as \"KVC001\" or prefixes such as \"KVC\"")
-    for code in codes:
-        if not _CODE.match(code):
-            raise ConfigError(f"{where}: {code!r} is not a rule code; use codes such as \"KVC001\" or prefixes such as \"KVC\"")
-    return codes
+    try:
+        return tuple(known_code(code) for code in codes)
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}") from None
 
 
 def _bool(value: object, where: str) -> bool:

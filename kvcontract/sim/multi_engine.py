@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from kvcontract.config import KVContractConfig
+from kvcontract.sim.output import show_line, show_table
+from kvcontract.sim.report import check_verdict
 from kvcontract.sim.simulator import EngineSimulator, SimulationReport
 from kvcontract.sim.run import MAX_REQUESTS
 from kvcontract.sim.trace import read_simulation_requests
@@ -158,29 +159,35 @@ def run_engines_simulation(
     return run_engines(config, requests, engines)
 
 
-def print_engines_report(report: MultiEngineReport, console: Console | None = None) -> None:
-    """One row per engine and one for all of them: requests, blocks, hits, verified blocks, failures."""
-    table = Table(title=f"{len(report.engines)} engines sharing their tiers")
-    for column in ("engine", "requests", "blocks", "hit ratio", "verified", "failed stores / loads", "tier hits"):
-        table.add_column(column, justify="right")
-    for index, engine in enumerate(report.engines):
-        promoted = sum(tier.promoted for tier in engine.tiers)
-        table.add_row(
+def print_engines_report(report: MultiEngineReport, heading: Sequence[str] = (), console: Console | None = None) -> None:
+    """``heading`` (what ran), one row per engine and one for all of them: requests, blocks, hits,
+    verified blocks, failures; then the verdict of the byte-for-byte check."""
+    rows = [
+        (
             str(index),
             f"{engine.requests:,}",
             f"{engine.blocks:,}",
             f"{engine.hit_ratio:.4f}",
             f"{engine.verified_blocks:,}",
             f"{engine.failed_stores} / {engine.failed_loads}",
-            f"{promoted:,}",
+            f"{sum(tier.promoted for tier in engine.tiers):,}",
         )
-    table.add_row(
-        "all",
-        f"{report.requests:,}",
-        f"{report.blocks:,}",
-        f"{report.hit_ratio:.4f}",
-        f"{report.verified_blocks:,}",
-        f"{report.failed_stores} / {report.failed_loads}",
-        "",
+        for index, engine in enumerate(report.engines)
+    ]
+    rows.append(
+        (
+            "all",
+            f"{report.requests:,}",
+            f"{report.blocks:,}",
+            f"{report.hit_ratio:.4f}",
+            f"{report.verified_blocks:,}",
+            f"{report.failed_stores} / {report.failed_loads}",
+            "",
+        )
     )
-    (console or Console()).print(table)
+    out = console or Console()
+    for line in heading:
+        show_line(line, out)
+    columns = ("engine", "requests", "blocks", "hit ratio", "verified", "failed stores / loads", "tier hits")
+    show_table(f"{len(report.engines)} engines sharing their tiers", columns, rows, left=(), console=out)
+    show_line(check_verdict(report.verified_blocks), out)

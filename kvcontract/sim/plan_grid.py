@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from pydantic import ByteSize, TypeAdapter, ValidationError
+
+from kvcontract.config import parse_size
 
 __all__ = ["GridError", "parse_capacity_grid"]
 
-_BYTE_SIZE = TypeAdapter(ByteSize)
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _BLOCKS = re.compile(r"^\s*\d+\s*$")
 _MAX_POINTS = 1000
@@ -55,8 +55,8 @@ def _blocks(text: str, unique_blocks: int, block_bytes: int | None) -> int:
             raise GridError(f"capacity {text.strip()!r}: give at least one block")
         return blocks
     try:
-        size = _BYTE_SIZE.validate_python(text.strip())
-    except ValidationError:
+        size = parse_size(text)
+    except ValueError:
         raise GridError(
             f"capacity {text.strip()!r} is not understood: give a percentage (5%), a size (8GiB) or blocks (4096)"
         ) from None

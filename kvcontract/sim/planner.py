@@ -8,7 +8,7 @@ the replays spread over processes; the offline optimum is computed at each capac
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
@@ -20,7 +20,7 @@ from kvcontract.sim.optimum import optimal_hit_ratio
 from kvcontract.sim.replay import replay
 from kvcontract.sim.stack_distance import lru_hit_curve, shards_hit_curves
 
-__all__ = ["CapacityPlan", "OPTIMUM", "plan_capacity"]
+__all__ = ["CapacityPlan", "OPTIMUM", "plan_capacity", "plan_steps"]
 
 OPTIMUM = "optimum"
 """The name the offline optimum's curve goes by in a plan."""
@@ -65,8 +65,12 @@ def plan_capacity(
     *,
     sample_rate: float | None = None,
     processes: int | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> CapacityPlan:
-    """Each of ``policies`` and the optimum over ``capacities`` (blocks) on ``requests`` (hash ids)."""
+    """Each of ``policies`` and the optimum over ``capacities`` (blocks) on ``requests`` (hash ids).
+
+    ``on_step`` is called with the steps done so far, of :func:`plan_steps` in all.
+    """
     if not capacities:
         raise ValueError("no capacities to plan for; give at least one")
     if not any(requests):
@@ -74,6 +78,8 @@ def plan_capacity(
     grid = tuple(sorted(set(capacities)))
     curves: dict[str, tuple[float, ...]] = {}
     error: float | None = None
+    advance: Callable[[int], None] = on_step or _no_step
+    done = 0
     if "lru" in policies:
         if sample_rate is None:
             curve = lru_hit_curve(requests)
@@ -83,10 +89,15 @@ def plan_capacity(
             estimates = np.array([[curve.hit_ratio(capacity) for capacity in grid] for curve in sampled])
             curves["lru"] = tuple(float(ratio) for ratio in estimates.mean(axis=0))
             error = float(estimates.std(axis=0, ddof=1).max()) / _SAMPLES**0.5
+        done += 1
+        advance(done)
     replayed = [policy for policy in policies if policy != "lru"]
     tasks = [(policy, capacity) for policy in [*replayed, OPTIMUM] for capacity in grid]
+    ratios: list[float] = []
     with ProcessPoolExecutor(processes or os.cpu_count(), initializer=_share, initargs=(requests,)) as pool:
-        ratios = list(pool.map(_hit_ratio, tasks))
+        for ratio in pool.map(_hit_ratio, tasks):
+            ratios.append(ratio)
+            advance(done + len(ratios))
     for index, (policy, _) in enumerate(tasks[:: len(grid)]):
         curves[policy] = tuple(ratios[index * len(grid) : (index + 1) * len(grid)])
     blocks = sum(len(request) for request in requests)
@@ -94,6 +105,16 @@ def plan_capacity(
     longest = max(len(request) for request in requests)
     ceiling = _unbounded_hits(requests) / blocks
     return CapacityPlan(grid, curves, len(requests), blocks, unique, longest, ceiling, sample_rate, error)
+
+
+def _no_step(done: int) -> None:
+    """The step callback of a plan that nobody watches."""
+
+
+def plan_steps(capacities: Sequence[int], policies: Sequence[str]) -> int:
+    """The steps of :func:`plan_capacity`: LRU's one pass, and a replay per other policy (and the optimum) and capacity."""
+    replayed = len([policy for policy in policies if policy != "lru"]) + 1
+    return int("lru" in policies) + replayed * len(set(capacities))
 
 
 def _unbounded_hits(requests: Sequence[Sequence[int]]) -> int:

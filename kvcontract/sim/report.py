@@ -1,4 +1,5 @@
-"""Showing a simulation report: a table on the terminal, a JSON file and a PNG of the run.
+"""Showing a simulation report: what ran, a table of the figures and the check's verdict, a JSON
+file and a PNG of the run.
 
 Files are written next to their final name and renamed over it, so a full disk or an
 interrupted run never leaves half a file. The PNG needs matplotlib, the ``plot`` extra,
@@ -9,35 +10,39 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.table import Table
 
+from kvcontract.config import CPUManagerConfig, FileTierConfig, KVContractConfig, RedisTierConfig
 from kvcontract.sim.observer import WhatIfSummary
+from kvcontract.sim.output import show_line, show_table, size_text
 from kvcontract.sim.simulator import SimulationReport
 
-__all__ = ["PLOT_EXTRA", "print_report", "require_plotting", "write_plot", "write_summary"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["PLOT_EXTRA", "check_verdict", "print_report", "require_plotting", "run_figure", "run_heading", "write_plot", "write_summary"]
 
 PLOT_EXTRA = "kvcontract[plot]"
 """The extra that installs what :func:`write_plot` needs."""
 
 
-def print_report(report: SimulationReport, console: Console | None = None) -> None:
-    """The figures of ``report`` as one table."""
-    table = Table(title=f"kvcontract simulate ({report.device}, {report.seconds:.1f} s)")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
+def print_report(report: SimulationReport, heading: Sequence[str] = (), console: Console | None = None) -> None:
+    """``heading`` (what ran, from :func:`run_heading`), the figures of ``report`` as one table,
+    and the verdict of the byte-for-byte check."""
     rows = [
         ("requests", f"{report.requests:,}"),
         ("blocks requested", f"{report.blocks:,}"),
         ("hit ratio", f"{report.hit_ratio:.4f}"),
         ("tokens served from offload", f"{report.tokens_from_offload:,}"),
-        ("bytes stored", _size(report.bytes_stored)),
-        ("bytes loaded", _size(report.bytes_loaded)),
+        ("bytes stored", size_text(report.bytes_stored)),
+        ("bytes loaded", size_text(report.bytes_loaded)),
         ("transfer GB/s", f"{report.transfer_gbps:.2f}"),
         ("manager µs per block", f"{report.manager_us_per_block:.2f}"),
         ("blocks verified byte for byte", f"{report.verified_blocks:,}"),
@@ -47,14 +52,16 @@ def print_report(report: SimulationReport, console: Console | None = None) -> No
         rows += [
             (f"{tier.name}: blocks promoted / hits", f"{tier.promoted:,} / {tier.hits:,}"),
             (f"{tier.name}: blocks written", f"{tier.written:,}"),
-            (f"{tier.name}: bytes read / written", f"{_size(tier.bytes_read)} / {_size(tier.bytes_written)}"),
+            (f"{tier.name}: bytes read / written", f"{size_text(tier.bytes_read)} / {size_text(tier.bytes_written)}"),
             (f"{tier.name}: failed jobs", f"{tier.failed_jobs:,}"),
         ]
     if report.whatif is not None:
         rows += _whatif_rows(report.whatif)
-    for name, value in rows:
-        table.add_row(name, value)
-    (console or Console()).print(table)
+    out = console or Console()
+    for line in heading:
+        show_line(line, out)
+    show_table(f"figures ({report.device}, {report.seconds:.1f} s)", ("figure", "value"), rows, console=out)
+    show_line(check_verdict(report.verified_blocks), out)
 
 
 def _whatif_rows(whatif: WhatIfSummary) -> list[tuple[str, str]]:
@@ -71,8 +78,44 @@ def _whatif_rows(whatif: WhatIfSummary) -> list[tuple[str, str]]:
     return rows
 
 
-def _size(count: int) -> str:
-    return f"{count / 2**30:.2f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
+def check_verdict(verified_blocks: int) -> str:
+    """The line that says the byte-for-byte check passed (a mismatch ends the run before any report)."""
+    if not verified_blocks:
+        return "check passed: no block was loaded from offload, so none was compared"
+    return f"check passed: all {verified_blocks:,} blocks loaded from offload equal the blocks stored, byte for byte"
+
+
+def run_heading(
+    config: KVContractConfig, *, trace: Path | None, requests: int, seed: int, engines: int = 1
+) -> list[str]:
+    """What a run serves and with what: the workload (or trace), the manager and the layout."""
+    workload = (
+        f"trace {trace} ({requests:,} requests)"
+        if trace is not None
+        else f"built-in workload ({requests:,} requests, seed {seed})"
+    )
+    shared = f", {engines} engines sharing their tiers" if engines > 1 else ""
+    layout = config.kv_layout
+    block = layout.offload_block_bytes
+    manager = config.manager
+    primary = config.primary
+    pool = f"host memory: {primary.policy.kind} eviction, {primary.capacity:,} host blocks ({size_text(primary.capacity * block)})"
+    if primary.admission is not None:
+        pool += f", stored once seen {primary.admission.store_threshold} times"
+    tiers = [] if isinstance(manager, CPUManagerConfig) else [_tier_text(tier, block) for tier in manager.secondary]
+    return [
+        f"kvcontract simulate: {workload}{shared}",
+        f"  {pool}" + "".join(f"; then {tier}" for tier in tiers),
+        f"  layout: {layout.num_layers} layers, {layout.num_kv_heads} KV heads of {layout.head_dim}, {layout.dtype}; "
+        f"{layout.block_tokens}-token GPU blocks, {layout.offload_block_tokens}-token offload blocks of {size_text(block)}",
+    ]
+
+
+def _tier_text(tier: FileTierConfig | RedisTierConfig, block: int) -> str:
+    if isinstance(tier, FileTierConfig):
+        return f"file tier at {tier.path}: {tier.policy.kind} eviction, {tier.capacity:,} blocks ({size_text(tier.capacity * block)})"
+    where = tier.url or ", ".join(tier.cluster_nodes)
+    return f"redis tier at {where}" + (f" (namespace {tier.namespace})" if tier.namespace else "")
 
 
 def write_summary(report: SimulationReport, path: Path) -> None:
@@ -90,7 +133,20 @@ def require_plotting() -> None:
 
 
 def write_plot(report: SimulationReport, path: Path) -> None:
-    """Hit ratio and transfer throughput against requests served, as a PNG."""
+    """:func:`run_figure` as a PNG."""
+    figure = run_figure(report)
+    import matplotlib.pyplot as plt
+
+    try:
+        with _replacing(path) as temporary:
+            figure.savefig(temporary, format="png")  # pyright: ignore[reportUnknownMemberType]  # matplotlib leaves **kwargs untyped
+    finally:
+        plt.close(figure)
+
+
+def run_figure(report: SimulationReport) -> Figure:
+    """Hit ratio and transfer throughput against requests served. Both axes start at 0, and the hit
+    ratio's ends a little above its highest value, so neither hides nor inflates how they move."""
     require_plotting()
     import matplotlib
 
@@ -98,20 +154,20 @@ def write_plot(report: SimulationReport, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     served = [s.requests for s in report.samples]
+    ratios = [s.hit_ratio for s in report.samples]
     figure, (hits, throughput) = plt.subplots(2, 1, sharex=True, figsize=(8, 6))
-    hits.plot(served, [s.hit_ratio for s in report.samples])
+    hits.plot(served, ratios)
     hits.set_ylabel("hit ratio (cumulative)")
-    hits.set_ylim(0, 1)
+    hits.set_ylim(0, min(1.0, math.ceil(max(ratios, default=0.0) * 1.1 * 20) / 20) or 1.0)
     throughput.plot(served, [s.transfer_gbps for s in report.samples], color="tab:orange")
     throughput.set_ylabel("transfer GB/s (cumulative)")
+    throughput.set_ylim(bottom=0)
     throughput.set_xlabel("requests served")
-    hits.set_title(f"kvcontract simulate on {report.device}")
+    for axes in (hits, throughput):
+        axes.grid(True, alpha=0.3)
+    hits.set_title(f"kvcontract simulate on {report.device}: {report.requests:,} requests")
     figure.tight_layout()
-    try:
-        with _replacing(path) as temporary:
-            figure.savefig(temporary, format="png")  # pyright: ignore[reportUnknownMemberType]  # matplotlib leaves **kwargs untyped
-    finally:
-        plt.close(figure)
+    return figure
 
 
 @contextmanager

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import ByteSize
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from kvcontract.config import ConfigError, CPUManagerConfig, KVContractConfig, check_machine, physical_memory_bytes
 from kvcontract.metrics import MeteredWorker, MetricsCollector, manager_source
 from kvcontract.sim.observer import RequestObserver
+from kvcontract.sim.output import progress
 from kvcontract.sim.simulator import EngineSimulator, SimulationReport, resolve_device
 from kvcontract.sim.trace import read_simulation_requests
 from kvcontract.sim.workload import conversation_workload
@@ -62,15 +62,8 @@ def run_simulation(
         metrics.add(metered.source)
     if not show_progress:
         return simulator.run(requests)
-    columns = (
-        TextColumn(f"simulating on {simulator.device}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, transient=True) as progress:
-        task = progress.add_task("requests", total=len(requests))
-        return simulator.run(requests, on_request=lambda done: progress.update(task, completed=done))
+    with progress(f"simulating on {simulator.device}", len(requests)) as advance:
+        return simulator.run(requests, on_request=advance)
 
 
 def _primary_policy(config: KVContractConfig) -> str:

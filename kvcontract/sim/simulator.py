@@ -2,8 +2,16 @@
 
 For each request it does what an inference engine's scheduler and worker do: look up the
 longest readable prefix, load it into GPU blocks, "compute" the rest (fill the blocks with
-data that identifies them), store the new blocks, and apply completions as the worker
-reports them. Every loaded block is compared byte for byte with what was stored.
+data that identifies them), store the new blocks, and apply completions. Every loaded block
+is compared byte for byte with what was stored.
+
+A seed fixes every count of a run: the worker copies on its own threads, concurrently with
+the requests that follow, but a store's completion is applied to the manager at one point of
+the schedule, when the request two after it begins (it reuses the store's GPU region, so the
+engine waits for that store there in any case), never at the moment the worker happens to
+report it. The times (``seconds``, ``transfer_gbps``, ``manager_us_per_block``) are
+measurements and vary; so may the counts of a tiering config, whose tiers copy and evict on
+their own threads.
 """
 
 from __future__ import annotations
@@ -132,6 +140,8 @@ class EngineSimulator:
         self.manager: OffloadingManager = build_manager(config, host_blocks=worker.host_buffer)
         self._job_ids = itertools.count(1)
         self._store_jobs: dict[int, tuple[Sequence[OffloadKey], ReqContext]] = {}
+        self._reported: dict[int, TransferResult] = {}
+        """Stores the worker reported finished whose completion the schedule has not applied yet."""
         self._region_store: dict[int, int] = {}
         self._totals = _Totals()
 
@@ -150,8 +160,8 @@ class EngineSimulator:
                 on_request(index + 1)
             if (index + 1) % every == 0 or index + 1 == len(requests):
                 samples.append(self._sample(index + 1))
-        self.worker.wait(list(self._store_jobs))
-        self._apply(self.worker.get_finished())
+        for job in sorted(self._store_jobs):
+            self._settle(job)
         self.manager.shutdown()
         self.worker.shutdown()
         stats = self.manager.stats()
@@ -161,9 +171,9 @@ class EngineSimulator:
     def _serve(self, index: int, hash_ids: Sequence[int]) -> None:
         region = index % 2
         pending = self._region_store.pop(region, None)
-        if pending is not None and pending in self._store_jobs:
-            self.worker.wait([pending])
-        self._apply(self.worker.get_finished())
+        if pending is not None:
+            self._settle(pending)
+        self._collect()
         ctx = ReqContext(f"request-{index}")
         keys = [make_offload_key(h.to_bytes(8, "big")) for h in hash_ids]
         if self._observer is not None:
@@ -198,7 +208,7 @@ class EngineSimulator:
             retries = 0
             while answer is LookupResult.RETRY and retries < _RETRY_LIMIT:
                 time.sleep(_RETRY_PAUSE_SECONDS)
-                self._apply(self.worker.get_finished())
+                self._collect()
                 answer = self._timed(lambda: self.manager.lookup(key, ctx))
                 retries += 1
             if answer is not LookupResult.HIT:
@@ -227,7 +237,7 @@ class EngineSimulator:
         submitted = self.worker.submit_load(job, spec, GPULoadStoreSpec(gpu_ids))
         if submitted:
             self.worker.wait([job])
-            self._apply(self.worker.get_finished())
+            self._collect()
             self._verify(hash_ids, base)
         else:
             self._totals.failed_loads += 1
@@ -255,22 +265,31 @@ class EngineSimulator:
             to_fail = plan.keys_to_store
             self._timed(lambda: self.manager.complete_store(to_fail, ctx, success=False))
 
-    def _apply(self, results: Sequence[TransferResult]) -> None:
-        for result in results:
+    def _collect(self) -> None:
+        """Take what the worker reports finished: loads are counted, stores wait for :meth:`_settle`."""
+        for result in self.worker.get_finished():
             self._totals.transfer_seconds += result.transfer_seconds
-            stored = self._store_jobs.pop(result.job_id, None)
-            if stored is None:
-                if result.success:
-                    self._totals.bytes_loaded += result.transfer_bytes
-                else:
-                    self._totals.failed_loads += 1
-                continue
-            keys, ctx = stored
-            if result.success:
-                self._totals.bytes_stored += result.transfer_bytes
+            if result.job_id in self._store_jobs:
+                self._reported[result.job_id] = result
+            elif result.success:
+                self._totals.bytes_loaded += result.transfer_bytes
             else:
-                self._totals.failed_stores += len(keys)
-            self._timed(lambda: self.manager.complete_store(keys, ctx, success=result.success))
+                self._totals.failed_loads += 1
+
+    def _settle(self, job: int) -> None:
+        """Apply store ``job``'s completion to the manager, waiting for the worker to finish it first."""
+        if job not in self._reported:
+            self.worker.wait([job])
+            self._collect()
+        result = self._reported.pop(job, None)
+        if result is None:
+            raise RuntimeError(f"the worker did not report store job {job} finished after waiting for it")
+        keys, ctx = self._store_jobs.pop(job)
+        if result.success:
+            self._totals.bytes_stored += result.transfer_bytes
+        else:
+            self._totals.failed_stores += len(keys)
+        self._timed(lambda: self.manager.complete_store(keys, ctx, success=result.success))
 
     def _pattern(self, hash_ids: Sequence[int]) -> torch.Tensor:
         """Words of the GPU blocks of ``hash_ids`` in layer 0; layer ``l`` adds ``l * _LAYER_STEP``."""

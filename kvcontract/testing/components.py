@@ -64,6 +64,16 @@ class ComponentOutcome:
             return f"{self.path}: {self.kind} conforms ({self.seconds:.1f} s)"
         return f"{self.path}: {self.kind} breaks: {self.error.rule}"
 
+    @property
+    def reproducer(self) -> str:
+        """What was seen and the shrunk call sequence that breaks the rule, indented under :attr:`line`
+        (empty when the component conforms)."""
+        if self.error is None:
+            return ""
+        seen = f"  {self.error.detail}\n" if self.error.detail else ""
+        steps = "".join(f"    {step}\n" for step in self.error.steps.splitlines())
+        return f"{seen}  Shrunk call sequence that reproduces it:\n{steps}"
+
 
 def read_components(table: Mapping[str, object]) -> list[ComponentSpec]:
     """The components of ``[tool.kvcontract]`` (``table``), imported and with their kind."""
@@ -86,7 +96,10 @@ def _resolve(entry: object) -> ComponentSpec:
     try:
         target: object = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as error:
-        raise ComponentError(f"component {path}: cannot import it ({error})") from None
+        raise ComponentError(
+            f"component {path}: cannot import it ({error}); install the project that holds it "
+            "(pip install -e . in its folder) or put its folder on PYTHONPATH"
+        ) from None
     if kind is None:
         # Implementations inherit the contract explicitly, so its place in the MRO tells the kind.
         ancestors = target.__mro__ if isinstance(target, type) else ()

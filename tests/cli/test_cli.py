@@ -1,4 +1,8 @@
-"""The kvcontract command as a subprocess: exit codes, one-line errors, JSON shape, a short run."""
+"""The kvcontract command: exit codes, one-line errors, JSON shape, a short run.
+
+A few tests run it as a subprocess, as a user does (the entry point, a real process's exit
+status and streams); the many inputs run through :func:`kvcontract.cli.main` in-process,
+the same code without starting an interpreter and importing torch for each (about 1.5 s)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli.support import Outcome, run_cli
 
 
 def kvcontract(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -35,27 +41,34 @@ def test_config_validate_ok(tmp_path: Path) -> None:
     assert result.stdout.strip() == f"{path}: ok"
 
 
-def test_config_validate_lists_every_error(tmp_path: Path) -> None:
+def assert_refused(outcome: Outcome, expected: str) -> None:
+    """Exit 2 saying ``expected`` on standard error, without a traceback."""
+    assert outcome.status == 2, outcome.err
+    assert "Traceback" not in outcome.err
+    assert expected in outcome.err, outcome.err
+
+
+def test_config_validate_lists_every_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("kv_layout: {num_layers: 0, dtype: float64}\nmanager: {kind: cpu, colour: red}\n")
-    result = kvcontract("config", "validate", str(path))
-    assert_user_error(result, f"kvcontract: {path}: invalid config")
-    assert "  kv_layout.num_layers: Input should be greater than or equal to 1" in result.stderr
-    assert "  kv_layout.dtype: Input should be" in result.stderr
-    assert "  manager.colour: Extra inputs are not permitted" in result.stderr
+    outcome = run_cli(capsys, "config", "validate", str(path))
+    assert_refused(outcome, f"kvcontract: {path}: invalid config")
+    assert "  kv_layout.num_layers: Input should be greater than or equal to 1" in outcome.err
+    assert "  kv_layout.dtype: Input should be" in outcome.err
+    assert "  manager.colour: Extra inputs are not permitted" in outcome.err
 
 
-def test_config_schema_is_json() -> None:
-    result = kvcontract("config", "schema")
-    assert result.returncode == 0
-    schema = json.loads(result.stdout)
+def test_config_schema_is_json(capsys: pytest.CaptureFixture[str]) -> None:
+    outcome = run_cli(capsys, "config", "schema")
+    assert outcome.status == 0
+    schema = json.loads(outcome.out)
     assert "kv_layout" in schema["properties"]
 
 
-def test_config_show_prints_defaults() -> None:
-    result = kvcontract("config", "show")
-    assert result.returncode == 0
-    assert "kv_layout:" in result.stdout and "runtime_checks: true" in result.stdout
+def test_config_show_prints_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    outcome = run_cli(capsys, "config", "show")
+    assert outcome.status == 0
+    assert "kv_layout:" in outcome.out and "runtime_checks: true" in outcome.out
 
 
 def test_config_show_prints_the_block_identity_s_fingerprint(tmp_path: Path) -> None:
@@ -97,31 +110,37 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize(("name", "text", "expected"), MALFORMED)
-def test_malformed_configs_exit_2_with_a_precise_message(tmp_path: Path, name: str, text: str, expected: str) -> None:
+def test_malformed_configs_exit_2_with_a_precise_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, expected: str
+) -> None:
     path = tmp_path / name
     path.write_text(text)
-    assert_user_error(kvcontract("config", "validate", str(path)), expected)
+    assert_refused(run_cli(capsys, "config", "validate", str(path)), expected)
+    run_cli(capsys, "simulate", "--config", str(path), "--requests", "5", "--json").assert_user_error(expected)
+
+
+def test_a_malformed_config_ends_the_process_with_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "b.yaml"
+    path.write_text("manager: {kind: cpu, capacity: 0}")
     simulate = kvcontract("simulate", "--config", str(path), "--requests", "5", "--json")
-    assert_user_error(simulate, expected)
-    assert len(simulate.stderr.strip().splitlines()) == 1
+    assert_user_error(simulate, "manager.capacity: capacity 0 is below one block")
+    assert len(simulate.stderr.strip().splitlines()) == 1 and simulate.stdout == ""
 
 
-def test_missing_files_exit_2(tmp_path: Path) -> None:
-    assert_user_error(kvcontract("config", "validate", str(tmp_path / "none.yaml")), "No such file or directory")
-    assert_user_error(kvcontract("simulate", "--trace", str(tmp_path / "none.jsonl")), "none.jsonl")
+def test_missing_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert_refused(run_cli(capsys, "config", "validate", str(tmp_path / "none.yaml")), "No such file or directory")
+    assert_refused(run_cli(capsys, "simulate", "--trace", str(tmp_path / "none.jsonl")), "none.jsonl")
 
 
-def test_bad_trace_line_exits_2(tmp_path: Path) -> None:
+def test_bad_trace_line_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1, 2]}\nnot json\n')
-    result = kvcontract("simulate", "--trace", str(trace), "--json")
-    assert_user_error(result, "t.jsonl:2")
-    assert len(result.stderr.strip().splitlines()) == 1
+    run_cli(capsys, "simulate", "--trace", str(trace), "--json").assert_user_error("t.jsonl:2")
 
 
-def test_bad_arguments_exit_2(tmp_path: Path) -> None:
-    assert_user_error(kvcontract("simulate", "--requests", "0"), "--requests must be at least 1")
-    assert_user_error(kvcontract("simulate", "--plot", str(tmp_path / "p.svg")), "--plot writes a PNG file")
+def test_bad_arguments_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_cli(capsys, "simulate", "--requests", "0").assert_user_error("--requests must be at least 1")
+    run_cli(capsys, "simulate", "--plot", str(tmp_path / "p.svg")).assert_user_error("--plot writes a PNG file")
     assert kvcontract("frobnicate").returncode == 2
 
 
@@ -141,8 +160,8 @@ def test_short_simulation_json_and_plot(tmp_path: Path) -> None:
     assert plot.read_bytes().startswith(b"\x89PNG")
 
 
-def test_simulation_table(tmp_path: Path) -> None:
-    result = kvcontract("simulate", "--requests", "50")
-    assert result.returncode == 0, result.stderr
+def test_simulation_table(capsys: pytest.CaptureFixture[str]) -> None:
+    outcome = run_cli(capsys, "simulate", "--requests", "50")
+    assert outcome.status == 0, outcome.err
     for row in ("hit ratio", "tokens served from offload", "transfer GB/s", "manager µs per block"):
-        assert row in result.stdout
+        assert row in outcome.out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from kvcontract.cli import main
 from kvcontract.sim.stack_distance import lru_hit_curve
+from tests.cli.support import run_cli
 
 REQUESTS = [[1, 2, 3], [1, 2], [4, 5], [1, 2, 3, 6], [4, 5, 7], [1, 2], [4, 5]]
 
@@ -119,14 +121,36 @@ def test_check_runs_the_kit_on_the_named_components(
     good = main(["check", str(clean), "--project", str(_project(tmp_path, "kvcontract.policies:LRUPolicy"))])
     assert "kvcontract.policies:LRUPolicy: policy conforms" in capsys.readouterr().out and good == 0
     bad = main(["check", str(clean), "--project", str(_project(tmp_path, "brokenpolicy:Short"))])
-    assert "brokenpolicy:Short: policy breaks: evict returns exactly n victims" in capsys.readouterr().out and bad == 1
+    out = capsys.readouterr().out
+    assert "brokenpolicy:Short: policy breaks: evict returns exactly n victims" in out and bad == 1
+    reproducer = out.split("policy breaks:", 1)[1]
+    assert "asked 1, got 0" in reproducer and "Shrunk call sequence that reproduces it:" in reproducer, out
+    assert "state.evict_one(" in reproducer, out
 
 
 def test_check_names_a_component_it_cannot_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     clean = tmp_path / "clean.py"
     clean.write_text("VALUE = 1\n")
     status = main(["check", str(clean), "--project", str(_project(tmp_path, "no_such_module:Policy"))])
-    assert status == 2 and "cannot import it" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert status == 2 and "cannot import it" in err and "pip install -e ." in err
+
+
+@pytest.mark.parametrize(
+    "text", ["", "[project]\nname = 'mine'\n", "[tool.kvcontract]\n", "[tool.kvcontract]\ncomponents = []\n"]
+)
+def test_check_without_components_says_what_it_looked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    clean = tmp_path / "clean.py"
+    clean.write_text("VALUE = 1\n")
+    project = tmp_path / "pyproject.toml"
+    project.write_text(text)
+    status = main(["check", str(clean), "--project", str(project)])
+    captured = capsys.readouterr()
+    assert (status, captured.out) == (2, "")
+    assert captured.err.count("\n") == 1, captured.err
+    assert f"{project}: " in captured.err and "[tool.kvcontract]" in captured.err and "components = [" in captured.err
 
 
 def test_check_stops_at_a_missing_project_before_linting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -147,17 +171,26 @@ def test_simulate_serves_metrics_that_a_scrape_parses(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "kvcontract", "simulate", "--requests", "3000", "--json", "--metrics-port", str(port)]
+    command = [sys.executable, "-m", "kvcontract", "simulate", "--requests", "100000", "--json", "--metrics-port", str(port)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         text = _scrape(f"http://127.0.0.1:{port}/metrics", process)
     finally:
-        process.wait(timeout=600)
+        process.send_signal(signal.SIGINT)  # scraped while it ran: the rest of the run adds nothing here
+        _, err = process.communicate(timeout=600)
     families = {family.name: family for family in parser.text_string_to_metric_families(text)}
     assert families["vllm:kv_offload_cpu_cache_usage_perc"].type == "gauge"
     assert families["vllm:kv_offload_store_bytes"].type == "counter"
     assert families["vllm:kv_offload_store_size"].type == "histogram"
-    assert process.returncode == 0
+    assert (process.returncode, err.splitlines()[-1]) == (130, "kvcontract: interrupted")
+
+
+def test_simulate_with_metrics_served_completes(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("prometheus_client", reason="prometheus-client not installed (extra kvcontract[metrics])")
+    outcome = run_cli(capsys, "simulate", "--requests", "50", "--json", "--metrics-port", "0")
+    assert outcome.status == 0, outcome.err
+    assert outcome.err.startswith("kvcontract: metrics at http://127.0.0.1:")
+    assert json.loads(outcome.out)["requests"] == 50
 
 
 def _scrape(url: str, process: subprocess.Popen[str]) -> str:

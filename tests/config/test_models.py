@@ -17,6 +17,7 @@ from kvcontract.config import (
     TieringManagerConfig,
     config_json_schema,
     load_config,
+    parse_size,
 )
 
 
@@ -40,6 +41,36 @@ def test_capacity_as_size_becomes_blocks() -> None:
     block = config.kv_layout.offload_block_bytes
     assert config.host_blocks == 64 * 2**20 // block
     assert KVContractConfig.model_validate({"manager": {"capacity": 10}}).host_blocks == 10
+
+
+SIZES = [("64MiB", 64 * 2**20), ("1.5 GiB", 3 * 2**29), ("2gb", 2 * 10**9), (" 8 TB ", 8 * 10**12), ("4096B", 4096)]
+
+
+@pytest.mark.parametrize(("text", "size"), SIZES)
+def test_sizes_take_a_number_and_a_unit(text: str, size: int) -> None:
+    assert parse_size(text) == size
+
+
+MEANINGLESS = ["4000000%", "64MiB!!", "50%", "4096", "16 GiBs", "1e9B", "-1GiB", "GiB", "", "0x10MiB", "16 bits"]
+
+
+@pytest.mark.parametrize("text", MEANINGLESS)
+def test_a_capacity_that_is_no_size_is_one_error_naming_the_field_and_the_forms(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"kv_layout": "tiny", "manager": {"capacity": text}}))
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, environ={})
+    problems = raised.value.problems
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("manager.capacity: "), problems
+    assert "KiB, MiB, GiB, TiB" in problems[0] and "integer" in problems[0], problems
+    with pytest.raises(ValueError, match="KiB, MiB, GiB"):
+        parse_size(text)
+
+
+def test_a_percentage_in_a_config_says_where_percentages_belong() -> None:
+    with pytest.raises(ValidationError, match="percentages of a trace's blocks are for kvcontract plan"):
+        KVContractConfig.model_validate({"manager": {"capacity": "50%"}})
 
 
 def test_models_are_frozen() -> None:

@@ -28,9 +28,40 @@ def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, str(tmp_path / "missing.py"))
     assert code == 2 and "missing.py: no such file or directory" in err
     code, _, err = run(capsys, "--select", "E501", str(tmp_path))
-    assert code == 2 and "not a rule code" in err
+    assert code == 2 and "no rule code" in err
     assert run(capsys, "--format", "xml", str(tmp_path))[0] == 2
     assert run(capsys, "--help")[0] == 0
+
+
+@pytest.mark.parametrize("option", ["--select", "--ignore"])
+@pytest.mark.parametrize("code", ["KVC999", "KVC1", "KVC0071"])
+def test_a_code_no_rule_has_is_one_line_listing_the_codes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, code: str
+) -> None:
+    write_tree(tmp_path, {"bad.py": BAD})
+    status, out, err = run(capsys, option, code, str(tmp_path))
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith("kvcontract-lint: error: "), err
+    assert f"{code!r} is no rule code or prefix" in err and "KVC000, KVC001" in err and "KVC007" in err
+
+
+def test_a_prefix_of_known_codes_selects_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tree(tmp_path, {"bad.py": BAD})
+    assert run(capsys, "--select", "KVC00", str(tmp_path))[0] == 1
+    assert run(capsys, "--select", "kvc001", str(tmp_path))[0] == 1
+
+
+def test_a_configured_code_no_rule_has_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tree(tmp_path, {"pyproject.toml": "[tool.kvcontract-lint]\nselect = ['KVC999']\n", "bad.py": BAD})
+    status, out, err = run(capsys, str(tmp_path))
+    assert (status, out) == (2, "") and "'KVC999' is no rule code or prefix" in err and "KVC001" in err
+
+
+@pytest.mark.parametrize("arguments", [["--format", "xml"], ["--jobs", "many"], ["--no-such-option"]])
+def test_an_argument_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments: list[str]) -> None:
+    status, out, err = run(capsys, *arguments, str(tmp_path))
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith("kvcontract-lint: error: ") and "kvcontract-lint --help" in err, err
 
 
 def test_default_path_is_current_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

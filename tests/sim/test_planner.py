@@ -13,7 +13,7 @@ from kvcontract.policies import available_policies
 from kvcontract.sim import read_trace, replay
 from kvcontract.sim.optimum import optimal_hit_ratio
 from kvcontract.sim.plan_grid import GridError, parse_capacity_grid
-from kvcontract.sim.planner import OPTIMUM, plan_capacity
+from kvcontract.sim.planner import OPTIMUM, plan_capacity, plan_steps
 from kvcontract.sim.stack_distance import lru_hit_curve, shards_hit_curve, shards_hit_curves
 from tests.sim.support import TRACE, needs_trace
 
@@ -137,8 +137,19 @@ def test_sizes_become_blocks_and_lists_name_each_capacity() -> None:
         ("150%", None, r"in \(0%, 100%\]"),
         ("50%..1%", None, "ends below its start"),
         ("1KiB", 2**20, "holds no block"),
+        ("64MiB!!", 2**20, "not understood"),
+        ("50%%", None, "not understood"),
+        ("2GiBs", 2**20, "not understood"),
     ],
 )
 def test_a_bad_capacity_names_what_to_write(text: str, block_bytes: int | None, message: str) -> None:
     with pytest.raises(GridError, match=message):
         parse_capacity_grid(text, unique_blocks=1000, block_bytes=block_bytes)
+
+
+@pytest.mark.parametrize("policies", [("lru",), ("lru", "arc"), ("arc", "sieve")])
+def test_the_plan_reports_each_step_it_takes(policies: tuple[str, ...]) -> None:
+    requests = [[1, 2, 3], [1, 2], [4, 5], [1, 2, 3, 6], [4, 5, 7]]
+    steps: list[int] = []
+    plan_capacity(requests, [2, 3, 5], policies, processes=1, on_step=steps.append)
+    assert steps == list(range(1, plan_steps([2, 3, 5], policies) + 1))

@@ -1,0 +1,75 @@
+"""How the reports of ``simulate`` and ``plan`` reach a terminal or a pipe.
+
+On a terminal a table is drawn by rich and a progress bar runs on standard error. When the
+output is a file or a pipe, a table is its title and tab-separated lines, a header first (no
+box, no wrapping at 80 columns, no blank line before it), so that ``cut``, ``awk`` and
+spreadsheets read it, and no progress bar is drawn: it would only leave control characters
+and blank lines behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Generator, Sequence
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+__all__ = ["progress", "show_line", "show_table", "size_text"]
+
+
+def show_table(
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    left: Collection[int] = (0,),
+    console: Console | None = None,
+) -> None:
+    """``rows`` under ``columns``: a rich table on a terminal, else the title and tab-separated lines.
+
+    Columns whose index is in ``left`` are aligned left on a terminal, the others right.
+    """
+    out = console or Console()
+    if not out.is_terminal:
+        for line in (title, "\t".join(columns), *("\t".join(row) for row in rows)):
+            show_line(line, out)
+        return
+    table = Table(title=title)
+    for index, column in enumerate(columns):
+        table.add_column(column, justify="left" if index in left else "right")
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+
+
+def show_line(text: str, console: Console | None = None) -> None:
+    """One line as written: never wrapped, no rich markup read into it, tabs kept off a terminal."""
+    out = console or Console()
+    if out.is_terminal:
+        out.print(text, soft_wrap=True, markup=False, highlight=False)
+    else:
+        out.file.write(f"{text}\n")
+
+
+@contextmanager
+def progress(description: str, total: int) -> Generator[Callable[[int], None], None, None]:
+    """A callable taking the count done so far: a progress bar while standard error is a terminal
+    (removed when the block ends), otherwise one that does nothing."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda done: None
+        return
+    columns = (TextColumn(description), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda done: bar.update(task, completed=done)
+
+
+def size_text(count: int) -> str:
+    """A byte count for a reader: ``32.00 MiB``, ``1.59 GiB``, ``512 B``."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= scale:
+            return f"{count / scale:.2f} {unit}"
+    return f"{count:,} B"

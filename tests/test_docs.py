@@ -1,0 +1,35 @@
+"""The pages a newcomer reads first point at things that exist: no placeholder addresses, every
+file they name is there, and every example has a README."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted(
+    [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "mkdocs.yml", *ROOT.glob("docs/**/*.md"), *ROOT.glob("examples/*/README.md")]
+)
+_PLACEHOLDER = re.compile(r"https?://[\w.-]*example\.(invalid|com|org)\b")
+_NAMED_FILE = re.compile(r"`((?:docs|examples|tools|requirements)/[\w./-]+\.\w+|CHANGELOG\.md|README\.md)`")
+_RELATIVE_LINK = re.compile(r"\]\((?!https?://|#)([^)#\s]+)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_no_page_links_a_placeholder_address(page: Path) -> None:
+    assert _PLACEHOLDER.findall(page.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "CHANGELOG.md", *ROOT.glob("examples/*/README.md")])
+def test_the_files_a_top_page_names_exist(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    named = {name for name in _NAMED_FILE.findall(text)} | set(_RELATIVE_LINK.findall(text))
+    missing = sorted(name for name in named if not (ROOT / name).exists() and not (page.parent / name).exists())
+    assert missing == []
+
+
+@pytest.mark.parametrize("example", sorted(path for path in (ROOT / "examples").iterdir() if path.is_dir()), ids=lambda path: path.name)
+def test_every_example_has_a_readme(example: Path) -> None:
+    assert (example / "README.md").is_file()
