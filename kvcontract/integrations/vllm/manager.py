@@ -4,7 +4,7 @@ vLLM's scheduler calls differ from kvcontract's contract in four ways, mapped he
 
 - keys come as ``Collection``; :mod:`~kvcontract.integrations.vllm.keys` makes them a
   ``Sequence`` once per call, and ``complete_*`` (``Iterable`` in the contract) pass on as they are;
-- vLLM never calls ``touch``: its own manager ranks a request's blocks by position as
+- vLLM never calls ``touch`` (0.33 declares it, 0.34 removed it): its own manager ranks a request's blocks by position as
   soon as they are loaded or offered for storing, and commits that order when the
   request finishes, which the scheduler reports only a step later, after that step's
   stores have evicted. So the adapter touches at each ``prepare_load`` and
@@ -86,6 +86,9 @@ class _StoreOutput(Protocol):
         """What was evicted for them."""
         ...
 
+
+_HOST = CacheHitSource("host")
+"""By value: vLLM 0.34 makes ``CacheHitSource`` a ``StrEnum`` (Python 3.11), which mypy's 3.10 target reads as ``str`` members."""
 
 _NO_REQUEST = _Request("kvcontract-no-request")
 """What the one-request cache holds while no vLLM context is cached (``_last_vllm`` is ``None``)."""
@@ -191,7 +194,7 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
 
     @override
     def get_load_source(self, key: VLLMOffloadKey, req_context: VLLMReqContext) -> CacheHitSource:
-        return CacheHitSource.HOST
+        return _HOST
 
     @override
     def prepare_load(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> KVContractHostSpec:
@@ -200,11 +203,6 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         spec = self._prepare_load(ordered, request)
         self._touch(_remember(request, ordered), request)
         return KVContractHostSpec(spec)
-
-    @override
-    def touch(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> None:
-        request = self._last if req_context is self._last_vllm else self._request(req_context)
-        self._touch(as_key_sequence(keys), request)
 
     @override
     def complete_load(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> None:

@@ -15,7 +15,7 @@ expects every submitted job back.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar, cast
 
 import torch
@@ -89,7 +89,7 @@ class KVContractSecondaryTier(SecondaryTierManager):
     """vLLM's secondary tier, backed by the kvcontract tier its ``tier`` config describes."""
 
     medium: ClassVar[Medium | None] = Medium.STORAGE
-    cache_hit_source: ClassVar[CacheHitSource] = CacheHitSource.DISK
+    cache_hit_source: ClassVar[CacheHitSource] = CacheHitSource("disk")  # by value, as manager.py's _HOST
 
     def __init__(
         self,
@@ -177,10 +177,6 @@ class KVContractSecondaryTier(SecondaryTierManager):
     @override
     def take_events(self) -> list[VLLMOffloadingEvent]:
         return as_vllm_events(self._tier.take_events(), ownership=self.tier_type)
-
-    @override
-    def touch(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> None:
-        self._tier.touch(as_contract_keys(keys))
 
     @override
     def on_new_request(self, req_context: VLLMReqContext) -> RequestOffloadingContext:

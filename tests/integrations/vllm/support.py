@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,9 @@ from vllm.distributed.kv_transfer.kv_connector.v1 import KVConnectorRole
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading.common import (
     OffloadingConnectorMetadata,
     OffloadingWorkerMetadata,
+    TransferJob,
 )
+from vllm.distributed.kv_transfer.kv_connector.v1.offloading.worker import OffloadingConnectorWorker
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading_connector import OffloadingConnector
 from vllm.utils.hashing import sha256
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
@@ -73,6 +75,8 @@ _TINY_LLAMA = {
     "rms_norm_eps": 1e-5,
 }
 _JOB_WAIT_S = 10.0
+VLLM_0_34: bool = hasattr(OffloadingConnectorWorker, "take_failed_recving")
+"""Whether the installed vLLM is 0.34 (failed jobs travel back, the worker gets device pointers)."""
 
 
 def model_dir(root: Path) -> Path:
@@ -247,15 +251,7 @@ class Engine:
         else:
             connector_output = self._worker_step(meta, jobs, output.finished_req_ids)
         running = [request.request_id for request in self.scheduler.running]
-        self.scheduler.update_from_output(
-            output,
-            ModelRunnerOutput(
-                req_ids=running,
-                req_id_to_index={request_id: i for i, request_id in enumerate(running)},
-                sampled_token_ids=[[7] for _ in running],
-                kv_connector_output=connector_output,
-            ),
-        )
+        self.scheduler.update_from_output(output, runner_output(running, connector_output))
         return log
 
     def _worker_step(self, meta: OffloadingConnectorMetadata, jobs: set[int], finished: set[str]) -> KVConnectorOutput:
@@ -269,14 +265,24 @@ class Engine:
         worker.handle_preemptions(OffloadingConnectorMetadata(load_jobs={}, store_jobs={}))
         deadline = time.monotonic() + _JOB_WAIT_S
         recving: set[str] = set()
-        done: dict[int, int] = {}
-        while jobs - set(done) and time.monotonic() < deadline:
+        failed: set[str] = set()
+        done = OffloadingWorkerMetadata()
+        while jobs - set(done.completed_jobs) and time.monotonic() < deadline:
             recving |= worker.get_finished(finished)[1]
+            if VLLM_0_34:
+                failed |= worker.take_failed_recving()
             reported = worker.build_connector_worker_meta()
             if reported is not None:
-                done.update(reported.completed_jobs)
+                done = _merged(done, reported)
             time.sleep(0.001)
-        return KVConnectorOutput(finished_recving=recving, kv_connector_worker_meta=OffloadingWorkerMetadata(completed_jobs=done))
+        return KVConnectorOutput(finished_recving=recving, failed_recving=failed, kv_connector_worker_meta=done)
+
+
+def runner_output(running: list[str], connector_output: KVConnectorOutput) -> ModelRunnerOutput:
+    """What the model runner returns for one step: a fixed token per running request."""
+    make: Callable[..., ModelRunnerOutput] = ModelRunnerOutput  # its fields differ between releases
+    index = {"req_id_to_index": {request_id: i for i, request_id in enumerate(running)}} if not VLLM_0_34 else {}
+    return make(req_ids=running, sampled_token_ids=[[7] for _ in running], kv_connector_output=connector_output, **index)
 
 
 def _gpu_blocks(spec: VLLMLoadStoreSpec) -> list[int]:
@@ -291,11 +297,41 @@ def _all_done(jobs: set[int], recving: set[str]) -> KVConnectorOutput:
     )
 
 
-def round_trip(model: Path, device: torch.device, *, blocks_per_chunk: int) -> None:
-    """Store GPU blocks through vLLM's worker calls, load them elsewhere, and compare every byte.
+def _merged(done: OffloadingWorkerMetadata, reported: OffloadingWorkerMetadata) -> OffloadingWorkerMetadata:
+    merged = done.aggregate(reported)
+    assert isinstance(merged, OffloadingWorkerMetadata)
+    return merged
 
-    With several GPU blocks per offload block, also load from the second GPU block of the
-    first offload block on (``block_indices``), as vLLM does for an unaligned hit.
+
+def _run_jobs(connector: OffloadingConnector, meta: OffloadingConnectorMetadata) -> dict[int, bool]:
+    """One step of the worker-side connector's calls for ``meta``'s jobs, then its next step's, until every job
+    is reported: each job's success, as the scheduler reads it from the worker metadata."""
+    worker = connector.connector_worker
+    assert worker is not None
+    worker.start_kv_transfers(meta)
+    worker.prepare_store_kv(meta)
+    worker.start_kv_transfers(OffloadingConnectorMetadata(load_jobs={}, store_jobs={}))  # the next step submits the stores
+    jobs = set(meta.load_jobs) | set(meta.store_jobs)
+    done = OffloadingWorkerMetadata()
+    deadline = time.monotonic() + _JOB_WAIT_S
+    while jobs - set(done.completed_jobs) and time.monotonic() < deadline:
+        worker.get_finished(set())
+        reported = worker.build_connector_worker_meta()
+        if reported is not None:
+            done = _merged(done, reported)
+        time.sleep(0.001)
+    assert set(done.completed_jobs) == jobs
+    failed: set[int] = done.failed_jobs if VLLM_0_34 else set()
+    return {job: job not in failed for job in jobs}
+
+
+def round_trip(model: Path, device: torch.device, *, blocks_per_chunk: int) -> None:
+    """Store GPU blocks through vLLM's worker-side connector, load them elsewhere, and compare every byte.
+
+    The jobs go in as vLLM's scheduler sends them (``OffloadingConnectorMetadata``), so on
+    vLLM 0.34 the connector resolves them to device pointers itself. With several GPU blocks
+    per offload block, also load from the second GPU block of the first offload block on
+    (``block_indices``), as vLLM does for an unaligned hit.
     """
     num_blocks = 32
     extra = {**SPEC_PATH, "blocks_per_chunk": blocks_per_chunk, "kvcontract": {"manager": {"capacity": 8}}}
@@ -304,28 +340,32 @@ def round_trip(model: Path, device: torch.device, *, blocks_per_chunk: int) -> N
     caches = {name: tensor.to(device) for name, tensor in kv_caches(num_blocks).items()}
     connector.register_kv_caches(caches)
     assert connector.connector_worker is not None
-    worker = connector.connector_worker.worker
-    assert isinstance(worker, KVContractOffloadingWorker)
+    assert isinstance(connector.connector_worker.worker, KVContractOffloadingWorker)
     count = 2 * blocks_per_chunk
     source = list(range(3, 3 + count))
     host = KVContractHostSpec(BlockIdsSpec([5, 2]))
     try:
-        assert worker.submit_store(1, VLLMGPULoadStoreSpec(source, [count], [0]), host)
-        worker.wait({1})
-        (stored,) = worker.get_finished()
-        assert (stored.job_id, stored.success, stored.transfer_size) == (1, True, count * PAGE_BYTES * len(LAYERS))
-        target = list(range(20, 20 + count))
-        assert worker.submit_load(2, host, VLLMGPULoadStoreSpec(target, [count], [0]))
-        worker.wait({2})
-        assert [result.success for result in worker.get_finished()] == [True]
+        stored = OffloadingConnectorMetadata(
+            load_jobs={}, store_jobs={1: TransferJob("r", VLLMGPULoadStoreSpec(source, [count], [0]), host)}
+        )
+        assert _run_jobs(connector, stored) == {1: True}
+        expected = {name: cache[source].clone() for name, cache in caches.items()}
         for cache in caches.values():
-            assert torch.equal(cache[target], cache[source])
+            cache[source] = 0  # scrambled: the load must bring the stored bytes back, not find them
+        target = list(range(20, 20 + count))
+        loaded = OffloadingConnectorMetadata(
+            load_jobs={2: TransferJob("r", host, VLLMGPULoadStoreSpec(target, [count], [0]))}, store_jobs={}
+        )
+        assert _run_jobs(connector, loaded) == {2: True}
+        for name, cache in caches.items():
+            assert torch.equal(cache[target], expected[name])
         if blocks_per_chunk > 1:
             unaligned = list(range(26, 26 + count - 1))
-            assert worker.submit_load(3, host, VLLMGPULoadStoreSpec(unaligned, [count - 1], [1]))
-            worker.wait({3})
-            assert [result.success for result in worker.get_finished()] == [True]
-            for cache in caches.values():
-                assert torch.equal(cache[unaligned], cache[source[1:]])
+            partial = OffloadingConnectorMetadata(
+                load_jobs={3: TransferJob("r", host, VLLMGPULoadStoreSpec(unaligned, [count - 1], [1]))}, store_jobs={}
+            )
+            assert _run_jobs(connector, partial) == {3: True}
+            for name, cache in caches.items():
+                assert torch.equal(cache[unaligned], expected[name][1:])
     finally:
         connector.shutdown()

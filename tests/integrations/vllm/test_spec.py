@@ -140,6 +140,12 @@ def test_bad_config_is_one_error_naming_the_key(extra: dict[str, object], named:
 def test_an_unsupported_vllm_fails_in_one_line() -> None:
     with pytest.raises(UnsupportedVLLMError) as raised:
         check_vllm_version("0.32.1")
-    assert str(raised.value).startswith("kvcontract.integrations.vllm supports vLLM 0.33.x, found vLLM 0.32.1")
+    assert str(raised.value).startswith("kvcontract.integrations.vllm supports vLLM 0.34.x and 0.33.x, found vLLM 0.32.1")
     assert "\n" not in str(raised.value)
-    assert check_vllm_version("0.33.0+cpu") == "0.33.0+cpu"
+    with pytest.raises(UnsupportedVLLMError, match="found vLLM 0.35.0"):
+        check_vllm_version("0.35.0")
+
+
+@pytest.mark.parametrize("version", ["0.34.0", "0.34.2+cpu", "0.33.0+cpu", "0.33.1"])
+def test_the_two_newest_minor_releases_are_supported(version: str) -> None:
+    assert check_vllm_version(version) == version
