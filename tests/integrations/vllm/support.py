@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from vllm import SamplingParams
@@ -30,6 +30,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.offloading_connector import Of
 from vllm.utils.hashing import sha256
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
 from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.engine import FinishReason
 from vllm.v1.kv_cache_interface import (
     FullAttentionSpec,
     KVCacheConfig,
@@ -103,9 +104,15 @@ def kv_cache_config(num_blocks: int) -> KVCacheConfig:
 
 
 def vllm_config(
-    model: Path, extra_config: Mapping[str, object], *, num_blocks: int, events: bool = False
+    model: Path,
+    extra_config: Mapping[str, object],
+    *,
+    num_blocks: int,
+    events: bool = False,
+    load_failure_policy: Literal["recompute", "fail"] = "fail",
 ) -> VllmConfig:
-    """A CPU ``VllmConfig`` with prefix caching and vLLM's OffloadingConnector configured by ``extra_config``."""
+    """A CPU ``VllmConfig`` with prefix caching and vLLM's OffloadingConnector configured by ``extra_config``
+    (``load_failure_policy``: vLLM's ``kv_load_failure_policy``, its default ``fail``)."""
     config = VllmConfig(
         model_config=ModelConfig(model=str(model), skip_tokenizer_init=True, dtype="float16", max_model_len=4096),
         device_config=DeviceConfig(device="cpu"),
@@ -114,7 +121,10 @@ def vllm_config(
         ),
         cache_config=CacheConfig(block_size=BLOCK_TOKENS, enable_prefix_caching=True),
         kv_transfer_config=KVTransferConfig(
-            kv_connector="OffloadingConnector", kv_role="kv_both", kv_connector_extra_config=dict(extra_config)
+            kv_connector="OffloadingConnector",
+            kv_role="kv_both",
+            kv_connector_extra_config=dict(extra_config),
+            kv_load_failure_policy=load_failure_policy,
         ),
         kv_events_config=KVEventsConfig(enable_kv_cache_events=True) if events else None,
     )
@@ -206,6 +216,8 @@ class Engine:
             self.worker = OffloadingConnector(config, KVConnectorRole.WORKER, kv_config)
             self.caches = kv_caches(num_blocks)
             self.worker.register_kv_caches(self.caches)
+        self.finish_reasons: dict[str, FinishReason] = {}
+        """Why each request ended (``LENGTH`` when it ran to its last token, ``ERROR`` when vLLM failed it)."""
         init_none_hash(sha256)
         self._hasher = get_request_block_hasher(BLOCK_TOKENS, sha256)
 
@@ -220,18 +232,21 @@ class Engine:
         Like vLLM's engine loop, it keeps stepping while the scheduler ``has_requests()``,
         which includes the connector's pending work (tier jobs of the manager still in flight).
         """
-        request = Request(
+        self.scheduler.add_request(self.request(request_id, prompt, output_tokens=output_tokens))
+        steps: list[StepLog] = []
+        while self.scheduler.has_requests() or any(step.stored_gpu_blocks for step in steps[-1:]):
+            steps.append(self._step())
+        return RunLog(request_id, steps)
+
+    def request(self, request_id: str, prompt: list[int], *, output_tokens: int = 2) -> Request:
+        """vLLM's request for ``prompt``, its block hashes made by the engine's hasher."""
+        return Request(
             request_id=request_id,
             prompt_token_ids=prompt,
             sampling_params=SamplingParams(max_tokens=output_tokens, ignore_eos=True),
             pooling_params=None,
             block_hasher=self._hasher,
         )
-        self.scheduler.add_request(request)
-        steps: list[StepLog] = []
-        while self.scheduler.has_requests() or any(step.stored_gpu_blocks for step in steps[-1:]):
-            steps.append(self._step())
-        return RunLog(request_id, steps)
 
     def drop_gpu_prefix_cache(self) -> None:
         """Forget the GPU prefix cache (not the offloaded blocks), so the next request must load."""
@@ -251,7 +266,11 @@ class Engine:
         else:
             connector_output = self._worker_step(meta, jobs, output.finished_req_ids)
         running = [request.request_id for request in self.scheduler.running]
-        self.scheduler.update_from_output(output, runner_output(running, connector_output))
+        outputs = self.scheduler.update_from_output(output, runner_output(running, connector_output))
+        for client in outputs.values():
+            for finished_request in client.outputs:
+                if finished_request.finish_reason is not None:
+                    self.finish_reasons[finished_request.request_id] = finished_request.finish_reason
         return log
 
     def _worker_step(self, meta: OffloadingConnectorMetadata, jobs: set[int], finished: set[str]) -> KVConnectorOutput:
