@@ -114,6 +114,33 @@ def test_config_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "layout",
+    [
+        "",  # none: sizes are vLLM's blocks all the same
+        "kv_layout: {num_layers: 2, num_kv_heads: 2, head_dim: 16, dtype: float16, offload_block_tokens: 64}\n",
+    ],
+    ids=["no-layout", "the-models-layout"],
+)
+def test_a_config_file_size_is_host_memory_over_vllms_blocks(tmp_path: Path, layout: str) -> None:
+    path = tmp_path / "kvc.yaml"
+    path.write_text(f"{layout}manager:\n  capacity: {BLOCK_BYTES * 2 * 7}B\n")
+    spec = spec_of(offloading_config({**SPEC_PATH, "config_file": str(path)}, blocks_per_chunk=2))
+    assert spec.get_manager().inner.stats().capacity == 7  # offload blocks of two of vLLM's GPU blocks
+    assert spec.kvcontract_config.kv_layout.offload_block_tokens == 32  # the file's 64 is replaced by vLLM's
+
+
+def test_a_config_file_layout_that_is_not_vllms_model_is_one_error_naming_both(tmp_path: Path) -> None:
+    path = tmp_path / "kvc.yaml"
+    path.write_text("kv_layout: llama-3.1-8b\nmanager:\n  capacity: 64MiB\n")
+    with pytest.raises(ConfigError) as raised:
+        make_spec(config_file=str(path))
+    message = str(raised.value)
+    assert message.startswith(f"{path}: kv_layout: 32 layers x 8 KV heads x 128 x bfloat16 is 2097152 bytes per GPU block")
+    assert f"but vLLM's model has {BLOCK_BYTES}" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
     ("extra", "named"),
     [
         ({"capacty_blocks": 3}, "capacty_blocks: unknown key"),
@@ -128,6 +155,7 @@ def test_config_file(tmp_path: Path) -> None:
         ({"kvcontract": {"manager": {"capacity": "1EiB"}}}, "kv_connector_extra_config: kvcontract.manager.capacity: 1EiB is 281474976710656 offload blocks"),
         ({"kvcontract": {"manager": {"capacity": -1}}}, "kv_connector_extra_config: kvcontract.manager.capacity: capacity -1 is below one block"),
         ({"kvcontract": {"manager": {"policy": "nope"}}}, "kv_connector_extra_config: kvcontract.manager.policy.kind: unknown policy 'nope'"),
+        ({"kvcontract": {"kv_layout": {"num_layers": 32}}}, "kv_connector_extra_config: kvcontract.kv_layout: 32 layers x 8 KV heads x 128 x bfloat16 is"),
     ],
 )
 def test_bad_config_is_one_error_naming_the_key(extra: dict[str, object], named: str) -> None:
