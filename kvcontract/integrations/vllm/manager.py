@@ -163,6 +163,8 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         self._last_vllm: VLLMReqContext | None = None
         self._last = _NO_REQUEST
         self._between_steps = find_work_between_steps(inner)
+        self._stored_by: dict[VLLMOffloadKey, VLLMReqContext] = {}
+        """With events on, the request of each key stored since the last ``take_events``, for vLLM's ``req_context``."""
 
     @property
     def inner(self) -> OffloadingManager:
@@ -231,6 +233,8 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
     ) -> None:
         request = self._last if req_context is self._last_vllm else self._request(req_context)
         self._complete_store(keys, request, success)
+        if self._events and success:
+            self._stored_by.update(dict.fromkeys(keys, req_context))
 
     @override
     def on_request_finished(self, req_context: VLLMReqContext) -> None:
@@ -252,7 +256,9 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
     @override
     def take_events(self) -> list[VLLMOffloadingEvent]:
         events = self._inner.take_events()
-        return as_vllm_events(events) if self._events and events else []
+        converted = as_vllm_events(events, stored_by=self._stored_by) if self._events and events else []
+        self._stored_by.clear()  # a store's event is made in its complete_store: what is left is stale
+        return converted
 
     @override
     def get_stats(self) -> OffloadingConnectorStats:

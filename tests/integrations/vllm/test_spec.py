@@ -18,7 +18,7 @@ from kvcontract.integrations.vllm import (
 )
 from kvcontract.integrations.vllm.stats import StatsReporter
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager, TieringStats, TierStats
-from tests.integrations.vllm.support import LAYERS, PAGE_BYTES, SPEC_PATH, offloading_config
+from tests.integrations.vllm.support import LAYERS, PAGE_BYTES, SPEC_PATH, VLLM_0_34, offloading_config
 
 BLOCK_BYTES = PAGE_BYTES * len(LAYERS)
 KEYS = [make_offload_key(number.to_bytes(8, "big"), 0) for number in range(8)]
@@ -79,6 +79,9 @@ def test_events_and_stats_in_vllm_types() -> None:
         (Medium.CPU, False, 2),
     ]
     assert set(events[1].keys) == set(KEYS[2:4])  # the first request's last blocks: its first is most recent
+    assert [event.removal_expected for event in events] == [True, False, True]  # a stored block is reported when dropped
+    if VLLM_0_34:
+        assert [event.req_context for event in events] == [first, None, second]  # the request that stored them
     reduced = manager.get_stats().reduce()
     assert reduced["kvcontract_stored_blocks_total"] == 6
     assert reduced["kvcontract_evictions_total"] == 2
