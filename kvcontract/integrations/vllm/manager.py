@@ -13,6 +13,7 @@ vLLM's scheduler calls differ from kvcontract's contract in four ways, mapped he
   then committed at every call, and ``on_request_finished`` only forgets them;
 - ``on_new_request`` opens kvcontract's own ``ReqContext`` for the request (its
   ``params`` are vLLM's ``kv_transfer_params``), attached to vLLM's context as state;
+  :func:`request_tokens` reads vLLM 0.34's token counts of the request through it;
 - ``RETRY`` (a tier still promoting) and the other lookup answers map one to one;
 - ``on_schedule_end`` and ``has_pending_work`` reach the manager that works between steps
   (the tiering manager, found below any decorators, see :mod:`~kvcontract.integrations.vllm.steps`),
@@ -49,10 +50,11 @@ from kvcontract.contracts import LoadStoreSpec, LookupResult, OffloadingManager,
 from kvcontract.integrations.vllm.events import as_vllm_events
 from kvcontract.integrations.vllm.host_spec import KVContractHostSpec
 from kvcontract.integrations.vllm.keys import as_key_list, as_key_sequence
+from kvcontract.integrations.vllm.request_tokens import RequestTokens, tokens_of
 from kvcontract.integrations.vllm.stats import StatsReporter
 from kvcontract.integrations.vllm.steps import find_work_between_steps
 
-__all__ = ["KVContractOffloadingManager"]
+__all__ = ["KVContractOffloadingManager", "request_tokens"]
 
 _HIT, _MISS, _PENDING = LookupResult.HIT, LookupResult.MISS, LookupResult.HIT_PENDING
 _V_HIT, _V_MISS = VLLMLookupResult.HIT, VLLMLookupResult.MISS
@@ -66,6 +68,15 @@ class _Request(ReqContext):
     keys: Sequence[VLLMOffloadKey] = field(default=(), repr=False)
     seen: set[VLLMOffloadKey] | None = field(default=None, repr=False)
     """The set of ``keys`` once a second call merged them: each later call hashes only its own keys."""
+    vllm: VLLMReqContext | None = field(default=None, repr=False)
+    """vLLM's context of the request, for :func:`request_tokens`."""
+
+
+def request_tokens(req_context: ReqContext) -> RequestTokens | None:
+    """vLLM's token counts (0.34) of the request behind a context this adapter passed to a kvcontract
+    manager; ``None`` for any other context, or on vLLM 0.33."""
+    vllm = req_context.vllm if isinstance(req_context, _Request) else None
+    return None if vllm is None else tokens_of(vllm)
 
 
 class _StoreOutput(Protocol):
@@ -175,7 +186,7 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         """The request's state, made on its first call; every method reads ``_last`` first, inline."""
         state = req_context.get_state(_Request)
         if state is None:
-            state = _Request(req_context.req_id, req_context.kv_transfer_params or _NO_PARAMS)
+            state = _Request(req_context.req_id, req_context.kv_transfer_params or _NO_PARAMS, vllm=req_context)
             req_context.set_state(state)
         self._last_vllm, self._last = req_context, state
         return state
