@@ -27,6 +27,7 @@ which grow with the heap, would land on whichever side happened to allocate. Tim
 CPU time of the replaying thread. The figures are medians over rounds of per-round ratios.
 
     python tools/bench_vllm_adapter.py --matrix [--also build/venv33/bin/python] [--rounds 5]
+    python tools/bench_vllm_adapter.py --pointers [--rounds 7]     (vLLM 0.34: the worker's pointer check per job)
     python tools/bench_vllm_adapter.py [--trace PATH] [--rounds 7] [--segment 500] [--capacity 20000] [--policy lru] [--checks off]
 """
 
@@ -250,6 +251,48 @@ def print_matrix(cells: list[Cell]) -> bool:
     return met
 
 
+POINTER_JOBS = ((1, 32, 4), (1, 32, 64), (2, 32, 16))
+"""Jobs of ``--pointers``: KV-cache groups, layer references per group, GPU blocks per group."""
+
+
+def pointer_costs(rounds: int, repeat: int = 2000) -> None:
+    """CPU time per job of turning vLLM 0.34's device pointers into the contract's GPU spec (the check
+    included), against turning 0.33's GPU spec into it, on canonical caches of the job's shape."""
+    import numpy as np
+    import torch
+    from vllm.v1.kv_offload.base import CanonicalKVCacheRef, CanonicalKVCaches, CanonicalKVCacheTensor
+    from vllm.v1.kv_offload.base import GPULoadStoreSpec as VLLMGPULoadStoreSpec
+    from vllm.v1.kv_offload.pointer_utils import resolve_device_pointers
+
+    from kvcontract.integrations.vllm.device_pointers import DevicePointerMap
+    from kvcontract.integrations.vllm.worker import _gpu_spec  # pyright: ignore[reportPrivateUsage]  # the 0.33 path, measured
+
+    table = Table(title=f"per job, CPU time, median of {rounds} rounds of {repeat} jobs each")
+    for column in ("groups x layers x blocks", "0.34 pointers: check + map µs", "0.33 spec: map µs", "added µs", "added µs/block"):
+        table.add_column(column, justify="right")
+    for groups, layers, count in POINTER_JOBS:
+        tensors = [CanonicalKVCacheTensor(torch.zeros((256, 64), dtype=torch.int8), 64) for _ in range(groups * layers)]
+        refs = [[CanonicalKVCacheRef(g * layers + layer, 64) for layer in range(layers)] for g in range(groups)]
+        caches = CanonicalKVCaches(tensors=tensors, group_data_refs=refs)
+        ids = np.random.default_rng(0).choice(256, size=groups * count, replace=False)
+        spec = VLLMGPULoadStoreSpec(ids.tolist(), [count] * groups, [0] * groups)
+        pointers, known = resolve_device_pointers(spec, caches), DevicePointerMap(caches)
+        new: list[float] = []
+        old: list[float] = []
+        for number in range(rounds):
+            for side in (number % 2, 1 - number % 2):
+                start = time.thread_time()
+                for _ in range(repeat):
+                    known.gpu_spec(pointers, 4) if side == 0 else _gpu_spec(spec, 4)
+                (new if side == 0 else old).append((time.thread_time() - start) / repeat * 1e6)
+        added = statistics.median(n - o for n, o in zip(new, old))
+        table.add_row(
+            f"{groups} x {layers} x {count}", f"{statistics.median(new):.1f}", f"{statistics.median(old):.1f}",
+            f"{added:+.1f}", f"{added / (groups * count):+.3f}",
+        )
+    Console(width=160).print(table)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="CPU time the vLLM adapter adds per block on the shared trace.")
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
@@ -264,8 +307,12 @@ def main(argv: list[str] | None = None) -> int:
         help="with --matrix: also measure in this interpreter's venv (another vLLM release), a column each",
     )
     parser.add_argument("--json", action="store_true", help="with --matrix: print the cells as one JSON line")
+    parser.add_argument("--pointers", action="store_true", help="the worker's cost per job of checking 0.34's device pointers")
     args = parser.parse_args(argv)
     configure(checks=args.checks == "on")
+    if args.pointers:
+        pointer_costs(args.rounds)
+        return 0
     requests = read_trace(args.trace)
     if args.matrix:
         cells = matrix(requests, rounds=args.rounds, segment=args.segment)
