@@ -3,7 +3,8 @@
 The caches are built as vLLM's connector builds them (``CanonicalKVCaches``: int8
 ``(num_blocks, page_bytes)`` tensors, per group the layer references), and jobs go through
 vLLM's own ``resolve_device_pointers`` on 0.34 (its GPU spec on 0.33). A pointer that is not
-a block start of those caches, or has the wrong size, fails its job and copies nothing.
+a block start of those caches, or has the wrong size, fails its job and copies nothing. On a
+CUDA device the same tests run on CUDA caches (tools/device_check.sh).
 """
 
 from __future__ import annotations
@@ -33,12 +34,18 @@ PAGES = (256, 256, 96)
 """Page bytes of the three canonical tensors: group 0 has two layers, group 1 one with smaller pages."""
 
 
-@pytest.fixture
-def caches() -> CanonicalKVCaches:
+@pytest.fixture(
+    params=[
+        "cpu",
+        pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (tools/device_check.sh)")),
+    ]
+)
+def caches(request: pytest.FixtureRequest) -> CanonicalKVCaches:
     generator = torch.Generator().manual_seed(3)
+    device = torch.device(str(request.param))
     tensors = [
         CanonicalKVCacheTensor(
-            torch.randint(-128, 128, (NUM_BLOCKS, page), dtype=torch.int8, generator=generator), page
+            torch.randint(-128, 128, (NUM_BLOCKS, page), dtype=torch.int8, generator=generator).to(device), page
         )
         for page in PAGES
     ]
