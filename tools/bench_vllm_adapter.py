@@ -242,7 +242,7 @@ def print_matrix(cells: list[Cell]) -> bool:
                 ok = cell.speedup >= target and cell.hit_ratio >= cell.vllm_hit_ratio
                 met &= ok
                 row += [
-                    f"{cell.speedup:.2f}x (>= {target:g}x{'' if cell.speedup >= target else ': short'})",
+                    f"{cell.speedup:.3f}x (>= {target:g}x{'' if cell.speedup >= target else ': short'})",
                     f"{cell.adapter_us:.2f} / {cell.vllm_us:.2f}",
                     f"{cell.hit_ratio:.4f} / {cell.vllm_hit_ratio:.4f}{'' if cell.hit_ratio >= cell.vllm_hit_ratio else ' (below)'}",
                 ]

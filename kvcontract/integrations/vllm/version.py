@@ -28,8 +28,9 @@ def check_vllm_version(version: str | None = None) -> str:
             version = metadata.version("vllm")
         except metadata.PackageNotFoundError:
             raise UnsupportedVLLMError(
-                "kvcontract.integrations.vllm needs vLLM, which is not installed: "
-                f"pip install 'kvcontract[vllm]' (vLLM {_SUPPORTED})"
+                f"kvcontract.integrations.vllm needs vLLM {_SUPPORTED}, which is not installed: "
+                "pip install 'kvcontract[vllm]' on a GPU machine (vLLM with its own torch), or "
+                "requirements/vllm.txt then vLLM --no-deps for a CPU-only test setup"
             ) from None
     release = ".".join(version.split("+")[0].split(".")[:2])
     if release not in SUPPORTED_VLLM:

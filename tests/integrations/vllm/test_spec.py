@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,16 @@ def test_an_unsupported_vllm_fails_in_one_line() -> None:
 @pytest.mark.parametrize("version", ["0.34.0", "0.34.2+cpu", "0.33.0+cpu", "0.33.1"])
 def test_the_two_newest_minor_releases_are_supported(version: str) -> None:
     assert check_vllm_version(version) == version
+
+
+def test_a_missing_vllm_names_the_gpu_and_the_cpu_install_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    with pytest.raises(UnsupportedVLLMError) as raised:
+        check_vllm_version()
+    message = str(raised.value)
+    assert "pip install 'kvcontract[vllm]' on a GPU machine" in message
+    assert "requirements/vllm.txt then vLLM --no-deps for a CPU-only test setup" in message
+    assert "\n" not in message
