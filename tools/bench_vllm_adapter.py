@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{peer_ratios[-1]:.2f}",
             f"{theirs.hit_ratio:.4f}",
         )
-    console = Console()
+    console = Console(width=200)
     console.print(table)
     median = statistics.median(added)
     console.print(f"median ratio adapter/native: {statistics.median(ratios):.3f}")

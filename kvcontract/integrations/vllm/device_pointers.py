@@ -86,18 +86,18 @@ class DevicePointerMap:
     def _block_ids(
         number: int, group: _Group, ptrs: npt.NDArray[np.uint64], sizes: npt.NDArray[np.uint64], count: int
     ) -> list[int]:
-        """The block ids one group's pointers name; every layer reference must name the same, whole pages."""
-        ptrs = ptrs.reshape(len(group.bases), count)
+        """The block ids one group's pointers name (layer reference by layer reference, ``count`` blocks each);
+        every layer reference must name the same, whole pages."""
         # Unsigned: an address below the base wraps far past the last block, so one bound check covers both sides.
-        offsets = ptrs[0] - group.bases[0]
+        offsets = ptrs[:count] - group.bases[0]
         blocks = offsets // group.strides[0]
         if not (
             bool((offsets % group.strides[0] == 0).all())
             and bool((blocks < group.num_blocks).all())
-            and np.array_equal(ptrs, group.bases[:, None] + blocks[None, :] * group.strides[:, None])
+            and np.array_equal(ptrs, (group.bases[:, None] + blocks[None, :] * group.strides[:, None]).ravel())
         ):
             raise InvalidDevicePointers(f"group {number}: a pointer is not the start of a block of the worker's KV caches")
-        if not np.array_equal(sizes.reshape(len(group.bases), count), np.broadcast_to(group.page_bytes[:, None], (len(group.bases), count))):
+        if not np.array_equal(sizes, np.repeat(group.page_bytes, count)):
             raise InvalidDevicePointers(f"group {number}: a pointer's size is not its layer's page")
         block_ids: list[int] = blocks.tolist()
         return block_ids

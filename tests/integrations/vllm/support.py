@@ -297,9 +297,14 @@ class Engine:
         return KVConnectorOutput(finished_recving=recving, failed_recving=failed, kv_connector_worker_meta=done)
 
 
+def _runner_output_type() -> Callable[..., ModelRunnerOutput]:
+    """``ModelRunnerOutput``, called loosely: its fields differ between releases (0.33 requires ``req_id_to_index``)."""
+    return ModelRunnerOutput
+
+
 def runner_output(running: list[str], connector_output: KVConnectorOutput) -> ModelRunnerOutput:
     """What the model runner returns for one step: a fixed token per running request."""
-    make: Callable[..., ModelRunnerOutput] = ModelRunnerOutput  # its fields differ between releases
+    make = _runner_output_type()
     index = {"req_id_to_index": {request_id: i for i, request_id in enumerate(running)}} if not VLLM_0_34 else {}
     return make(req_ids=running, sampled_token_ids=[[7] for _ in running], kv_connector_output=connector_output, **index)
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 import torch
 from vllm.v1.kv_offload.base import CanonicalKVCacheRef, CanonicalKVCaches, CanonicalKVCacheTensor
@@ -111,7 +112,9 @@ def shifted(caches: CanonicalKVCaches, change: Callable[[np.ndarray, np.ndarray]
     from vllm.v1.kv_offload.pointer_utils import resolve_device_pointers  # vLLM 0.34 only
 
     pointers = resolve_device_pointers(VLLMGPULoadStoreSpec([4, 5, 7], [2, 1], [0, 0]), caches)
-    ptrs, sizes = pointers.ptrs.copy(), pointers.sizes.copy()
+    # vLLM types the arrays as bare ndarrays; the slices are copies with a known type.
+    ptrs: npt.NDArray[np.uint64] = np.array(pointers.ptrs[:], dtype=np.uint64)
+    sizes: npt.NDArray[np.uint64] = np.array(pointers.sizes[:], dtype=np.uint64)
     change(ptrs, sizes)
     return dataclasses.replace(pointers, ptrs=ptrs, sizes=sizes)
 
