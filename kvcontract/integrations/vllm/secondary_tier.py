@@ -9,7 +9,8 @@ kvcontract tier plugs in with no change here.
 
 vLLM's jobs carry numpy chunk ids and ``Collection`` keys; they become a ``TierJob`` once
 per job. A job the tier refuses to start is reported failed on the next poll, as vLLM
-expects every submitted job back.
+expects every submitted job back. A kvcontract tier reports a job only once its I/O is over,
+so a failed promotion never needs vLLM 0.34's ``deferred_release``.
 """
 
 from __future__ import annotations
