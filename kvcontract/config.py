@@ -71,6 +71,7 @@ __all__ = [
     "load_config",
     "parse_size",
     "physical_memory_bytes",
+    "read_config",
 ]
 
 ENV_PREFIX = "KVCONTRACT_"
@@ -745,6 +746,15 @@ def load_config(
         return KVContractConfig.model_validate(data)
     except ValidationError as error:
         raise ConfigError(source, _describe(error)) from None
+
+
+def read_config(path: str | Path) -> dict[str, object]:
+    """A config file's sections as written, not yet validated: for a caller that fits them to an
+    engine before :func:`load_config` (``base=``) checks them, as the vLLM adapter turns sizes into
+    vLLM's blocks. Raises :class:`ConfigError` naming the file when it cannot be read or parsed."""
+    data = _read(Path(path))
+    _check_shape(data, str(path))
+    return data
 
 
 def _read(path: Path) -> dict[str, object]:

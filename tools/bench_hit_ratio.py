@@ -1,4 +1,4 @@
-"""Hit ratio of every kvcontract policy against vLLM 0.33's manager and the offline optimum, per trace shape.
+"""Hit ratio of every kvcontract policy against vLLM's own manager (the installed release) and the offline optimum, per trace shape.
 
 Replays the shared conversation trace and the synthetic shapes of ``trace_shapes.py``
 at 2 %, 5 % and 10 % of each trace's unique blocks through the same loop

@@ -29,6 +29,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,8 @@ def replay_vllm(manager: Any, chains: Sequence[Sequence[bytes]], contexts: Seque
     from vllm.v1.kv_offload.base import LookupResult
 
     hit = LookupResult.HIT
-    lookup, touch = manager.lookup, manager.touch
+    lookup = manager.lookup
+    touch = getattr(manager, "touch", None)  # vLLM 0.33's; 0.34 removed it and commits recency at on_request_finished
     prepare_load, complete_load = manager.prepare_load, manager.complete_load
     prepare_store, complete_store = manager.prepare_store, manager.complete_store
     new_request, finished = manager.on_new_request, manager.on_request_finished
@@ -124,7 +126,8 @@ def replay_vllm(manager: Any, chains: Sequence[Sequence[bytes]], contexts: Seque
             prepare_load(prefix, context)
             complete_load(prefix, context)
         output = prepare_store(keys, context) if found < len(keys) else None
-        touch(keys, context)
+        if touch is not None:
+            touch(keys, context)
         if output is not None:
             complete_store(output.keys_to_store, context)
         finished(context)
@@ -170,7 +173,7 @@ def measure_peer(policy: str, capacity: int, requests: Sequence[TraceRequest], r
 def print_peer_table(console: Console, results: dict[tuple[str, float], PeerMeasurement], rounds: int) -> None:
     """The peer comparison: per policy and capacity, both managers' µs/block and the median ratio."""
     table = Table(
-        title="kvcontract against vLLM 0.33's CPUOffloadingManager (same loop, checks off)",
+        title=f"kvcontract against vLLM {metadata.version('vllm')}'s CPUOffloadingManager (same loop, checks off)",
         caption=f"µs/block: median CPU time per requested block over {rounds} interleaved rounds; ratio: median per-round vLLM / kvcontract.",
     )
     for column in ("policy", "capacity", "kvcontract µs/block", "vLLM µs/block", "vLLM / kvcontract", "hit kvcontract", "hit vLLM"):

@@ -66,11 +66,12 @@ step "benchmark: tools/bench_transfer.py --copy-path memcpy --batches 16,64,256,
 timeout 70 "$PYTHON" tools/bench_transfer.py --copy-path memcpy --batches 16,64,256,1024 ||
     failed+=("memcpy benchmark")
 
-step "tests: pytest tests/integrations/vllm/test_cuda.py (vLLM's worker calls on CUDA KV caches)"
-# Needs vLLM 0.33 importable (requirements/vllm.txt); without it the module is not collected
-# and test_vllm_available.py reports why, as a skip.
-timeout 120 "$PYTHON" -m pytest tests/integrations/vllm/test_cuda.py tests/integrations/vllm/test_vllm_available.py \
-    -q -rs -p no:cacheprovider || failed+=("vllm cuda tests")
+step "tests: vLLM's worker calls on CUDA KV caches (test_cuda.py, test_device_pointers.py)"
+# Needs vLLM 0.34 or 0.33 importable (requirements/vllm.txt); without it the modules are not
+# collected and test_vllm_available.py reports why, as a skip. On vLLM 0.34 the connector hands
+# the worker CUDA device pointers, which it checks against the CUDA caches before any copy.
+timeout 150 "$PYTHON" -m pytest tests/integrations/vllm/test_cuda.py tests/integrations/vllm/test_device_pointers.py \
+    tests/integrations/vllm/test_vllm_available.py -q -rs -p no:cacheprovider || failed+=("vllm cuda tests")
 
 step "done"
 if ((${#failed[@]})); then

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from kvcontract.assembly import build_manager
 from kvcontract.cli import main
-from kvcontract.config import LAYOUT_PRESETS, KVContractConfig, load_config
+from kvcontract.config import LAYOUT_PRESETS, ConfigError, KVContractConfig, load_config, read_config
 
 
 
@@ -104,3 +104,18 @@ def test_tier_sizes_become_blocks_too() -> None:
     assert dumped["manager"]["primary"]["capacity"] == 2048
     assert dumped["manager"]["secondary"][0]["capacity"] == 32768
     assert type(dumped["manager"]["secondary"][0]["capacity"]) is int
+
+
+def test_read_config_gives_the_sections_as_written_and_load_config_checks_them(tmp_path: Path) -> None:
+    path = tmp_path / "kvc.yaml"
+    path.write_text("manager:\n  capacity: 16GiB\n  policy: {kind: arc}\n")
+    raw = read_config(path)
+    assert raw == {"manager": {"capacity": "16GiB", "policy": {"kind": "arc"}}}  # the size as written, not blocks
+    assert load_config(base=raw) == load_config(path, environ={})
+
+
+def test_read_config_names_the_file_it_cannot_read(tmp_path: Path) -> None:
+    path = tmp_path / "kvc.yaml"
+    path.write_text("- a list\n")
+    with pytest.raises(ConfigError, match=f"^{path}: a config is a mapping of sections"):
+        read_config(path)

@@ -6,11 +6,14 @@ offloading connector reads itself, it takes ``"kvcontract"`` (a config as a mapp
 spec does. Any other key is an error naming it. The result is a config whose layout has
 vLLM's block sizes, so the assembly (:mod:`kvcontract.assembly`) builds what vLLM addresses.
 
-Sizes in the ``kvcontract`` mapping (``"16GiB"``) and ``cpu_bytes_to_use`` are host memory
-over all workers, as in vLLM: one offload block is ``worker_kv_bytes_per_block *
-blocks_per_chunk * world_size`` bytes. A ``config_file`` keeps kvcontract's own meaning
-(sizes over its ``kv_layout``), so the same file reads the same everywhere; it then sets
-the capacity itself, and ``cpu_bytes_to_use`` beside it is an error.
+Sizes mean host memory over all workers, as in vLLM, however the config comes: in the
+``kvcontract`` mapping (``"16GiB"``), in a ``config_file``, or as ``cpu_bytes_to_use``. One
+offload block is ``worker_kv_bytes_per_block * blocks_per_chunk * world_size`` bytes, so every
+size is turned into vLLM's blocks before the config validates plain block counts. The block
+sizes in tokens are always vLLM's: a mapping that gives others is an error, a file's are
+replaced (the same file may drive ``kvcontract simulate`` with its own). A ``kv_layout`` that
+describes a model whose blocks are not vLLM's is one error naming both. A ``config_file`` sets
+the capacity itself, so ``cpu_bytes_to_use`` beside it is an error.
 """
 
 from __future__ import annotations
@@ -21,7 +24,15 @@ from typing import cast
 
 from vllm.v1.kv_offload.config import OffloadingConfig
 
-from kvcontract.config import ConfigError, CPUManagerConfig, KVContractConfig, TieringManagerConfig, load_config
+from kvcontract.config import (
+    ConfigError,
+    CPUManagerConfig,
+    KVContractConfig,
+    KVLayout,
+    TieringManagerConfig,
+    load_config,
+    read_config,
+)
 from kvcontract.integrations.vllm.capacity import offload_block_bytes, size_in_blocks
 
 __all__ = ["VLLM_KEYS", "connector_config"]
@@ -67,15 +78,24 @@ def connector_config(config: OffloadingConfig) -> KVContractConfig:
         path = extra["config_file"]
         if not isinstance(path, str) or not path:
             raise ConfigError(SOURCE, ["config_file: give the path of a YAML, TOML or JSON config"])
-        loaded = load_config(path)
+        source, prefix, raw = path, "", read_config(path)
     else:
-        section = _fitted_section(extra.get("kvcontract", {}), extra.get("cpu_bytes_to_use"), config)
-        try:
-            loaded = load_config(base=section)
-        except ConfigError as error:
-            # The mapping came from kv_connector_extra_config, not from kvcontract's defaults.
-            raise ConfigError(SOURCE, [f"kvcontract.{problem}" for problem in error.problems]) from None
-    return _fit(loaded, config)
+        source, prefix, raw = SOURCE, "kvcontract.", extra.get("kvcontract", {})
+    section = _fitted_section(raw, extra.get("cpu_bytes_to_use"), config, source=source, prefix=prefix)
+    try:
+        loaded = load_config(base=section)
+    except ConfigError as error:
+        # The mapping came from the file or from kv_connector_extra_config, not from kvcontract's defaults.
+        raise ConfigError(source, [f"{prefix}{problem}" for problem in error.problems]) from None
+    return _fit(loaded, config, source=source, prefix=prefix, layout_given=_names_a_model(section.get("kv_layout")))
+
+
+_MODEL_FIELDS = frozenset({"preset", "num_layers", "num_kv_heads", "head_dim", "dtype"})
+
+
+def _names_a_model(layout: object) -> bool:
+    """Whether a raw ``kv_layout`` describes a model (a preset or any shape field), not only block sizes."""
+    return isinstance(layout, str) or (isinstance(layout, dict) and not _MODEL_FIELDS.isdisjoint(cast("dict[str, object]", layout)))
 
 
 def _unknown(key: object) -> str:
@@ -92,26 +112,35 @@ def _tokens(config: OffloadingConfig) -> tuple[int, int]:
     return block, block * config.cache.blocks_per_chunk
 
 
-def _fitted_section(section: object, cpu_bytes: object, config: OffloadingConfig) -> dict[str, object]:
-    """The raw ``kvcontract`` mapping with vLLM's block sizes, and sizes turned into vLLM's blocks."""
+def _fitted_section(
+    section: object, cpu_bytes: object, config: OffloadingConfig, *, source: str, prefix: str
+) -> dict[str, object]:
+    """The raw config (the ``kvcontract`` mapping, or a file's sections) with vLLM's block sizes, and
+    sizes turned into vLLM's blocks; problems are named under ``prefix`` and reported from ``source``."""
     if not isinstance(section, Mapping):
         raise ConfigError(SOURCE, ["kvcontract: give the kvcontract config as a mapping of sections"])
     raw = {str(key): copy.deepcopy(value) for key, value in cast("Mapping[object, object]", section).items()}
     problems: list[str] = []
     layout = raw.setdefault("kv_layout", {})
+    if isinstance(layout, str):
+        layout = raw["kv_layout"] = {"preset": layout}
     if isinstance(layout, dict):
         fields = cast("dict[str, object]", layout)  # a section of the caller's mapping, checked to be a dict
         for name, wanted in zip(("block_tokens", "offload_block_tokens"), _tokens(config)):
             given = fields.setdefault(name, wanted)
-            if given != wanted:
-                problems.append(f"kvcontract.kv_layout.{name}: {given!r}, but vLLM's is {wanted}; leave it out")
+            if given == wanted:
+                continue
+            if prefix:
+                problems.append(f"{prefix}kv_layout.{name}: {given!r}, but vLLM's is {wanted}; leave it out")
+            else:
+                fields[name] = wanted  # a file keeps its own block sizes for other tools; under vLLM they are vLLM's
     chunk_bytes = offload_block_bytes(config)
     manager = raw.setdefault("manager", {})
     if isinstance(manager, dict):
         fields = cast("dict[str, object]", manager)  # as above
         tiering = fields.get("kind") == "tiering"
         primary = fields.setdefault("primary", {}) if tiering else fields
-        path = "kvcontract.manager.primary" if tiering else "kvcontract.manager"
+        path = f"{prefix}manager.primary" if tiering else f"{prefix}manager"
         if isinstance(primary, dict):
             held = cast("dict[str, object]", primary)  # as above
             named = f"{path}.capacity"
@@ -127,9 +156,9 @@ def _fitted_section(section: object, cpu_bytes: object, config: OffloadingConfig
         if isinstance(tiers, list):
             for index, tier in enumerate(cast("list[object]", tiers)):  # the raw list; items checked below
                 if isinstance(tier, dict):
-                    _size_to_blocks(cast("dict[str, object]", tier), chunk_bytes, f"{path[:-8]}.secondary.{index}.capacity", problems)
+                    _size_to_blocks(cast("dict[str, object]", tier), chunk_bytes, f"{prefix}manager.secondary.{index}.capacity", problems)
     if problems:
-        raise ConfigError(SOURCE, problems)
+        raise ConfigError(source, problems)
     return raw
 
 
@@ -142,12 +171,21 @@ def _size_to_blocks(fields: dict[str, object], block_bytes: int, path: str, prob
         problems.append(f"{path}: {error}")
 
 
-def _fit(loaded: KVContractConfig, config: OffloadingConfig) -> KVContractConfig:
-    """The validated config with vLLM's block sizes (a file's own are replaced), checked for tiering,
-    with events on when vLLM publishes them."""
+def _fit(
+    loaded: KVContractConfig, config: OffloadingConfig, *, source: str, prefix: str, layout_given: bool
+) -> KVContractConfig:
+    """The validated config, its layout checked against vLLM's blocks when it names a model, checked
+    for tiering, with events on when vLLM publishes them."""
     problems: list[str] = []
-    block, chunk = _tokens(config)
-    layout = loaded.kv_layout.model_copy(update={"block_tokens": block, "offload_block_tokens": chunk})
+    layout = loaded.kv_layout
+    host_block_bytes = config.worker_kv_bytes_per_block * max(config.parallel.world_size, 1)
+    if layout_given and layout.gpu_block_bytes != host_block_bytes:
+        problems.append(
+            f"{prefix}kv_layout: {_described(layout)} is {layout.gpu_block_bytes} bytes per GPU block of "
+            f"{layout.block_tokens} tokens, but vLLM's model has {host_block_bytes} "
+            f"(worker_kv_bytes_per_block {config.worker_kv_bytes_per_block} x {max(config.parallel.world_size, 1)} "
+            "workers); give the model's shape, or leave kv_layout out"
+        )
     manager = loaded.manager
     primary = manager if isinstance(manager, CPUManagerConfig) else manager.primary
     if config.enable_kv_cache_events and not primary.enable_events:
@@ -157,13 +195,16 @@ def _fit(loaded: KVContractConfig, config: OffloadingConfig) -> KVContractConfig
         fitted = manager.model_copy(update={"primary": primary})
         worker_chunk_bytes = config.worker_kv_bytes_per_block * config.cache.blocks_per_chunk
         if config.parallel.world_size > 1:
-            problems.append("kvcontract.manager: tiering runs with one worker (world_size 1) in this release")
-        if layout.offload_block_bytes != worker_chunk_bytes:
+            problems.append(f"{prefix}manager: tiering runs with one worker (world_size 1) in this release")
+        if not layout_given and layout.offload_block_bytes != worker_chunk_bytes:
             problems.append(
-                f"kvcontract.kv_layout: its offload blocks hold {layout.offload_block_bytes} bytes, vLLM's "
-                f"{worker_chunk_bytes}; a tiering manager maps the worker's host memory, so give the "
-                "model's num_layers, num_kv_heads, head_dim and dtype"
+                f"{prefix}kv_layout: a tiering manager maps the worker's host memory, whose offload blocks "
+                f"hold {worker_chunk_bytes} bytes: give the model's num_layers, num_kv_heads, head_dim and dtype"
             )
     if problems:
-        raise ConfigError(SOURCE, problems)
-    return loaded.model_copy(update={"kv_layout": layout, "manager": fitted})
+        raise ConfigError(source, problems)
+    return loaded.model_copy(update={"manager": fitted})
+
+
+def _described(layout: KVLayout) -> str:
+    return f"{layout.num_layers} layers x {layout.num_kv_heads} KV heads x {layout.head_dim} x {layout.dtype}"

@@ -4,7 +4,7 @@ vLLM's scheduler calls differ from kvcontract's contract in four ways, mapped he
 
 - keys come as ``Collection``; :mod:`~kvcontract.integrations.vllm.keys` makes them a
   ``Sequence`` once per call, and ``complete_*`` (``Iterable`` in the contract) pass on as they are;
-- vLLM never calls ``touch``: its own manager ranks a request's blocks by position as
+- vLLM never calls ``touch`` (0.33 declares it, 0.34 removed it): its own manager ranks a request's blocks by position as
   soon as they are loaded or offered for storing, and commits that order when the
   request finishes, which the scheduler reports only a step later, after that step's
   stores have evicted. So the adapter touches at each ``prepare_load`` and
@@ -13,6 +13,7 @@ vLLM's scheduler calls differ from kvcontract's contract in four ways, mapped he
   then committed at every call, and ``on_request_finished`` only forgets them;
 - ``on_new_request`` opens kvcontract's own ``ReqContext`` for the request (its
   ``params`` are vLLM's ``kv_transfer_params``), attached to vLLM's context as state;
+  :func:`request_tokens` reads vLLM 0.34's token counts of the request through it;
 - ``RETRY`` (a tier still promoting) and the other lookup answers map one to one;
 - ``on_schedule_end`` and ``has_pending_work`` reach the manager that works between steps
   (the tiering manager, found below any decorators, see :mod:`~kvcontract.integrations.vllm.steps`),
@@ -49,10 +50,11 @@ from kvcontract.contracts import LoadStoreSpec, LookupResult, OffloadingManager,
 from kvcontract.integrations.vllm.events import as_vllm_events
 from kvcontract.integrations.vllm.host_spec import KVContractHostSpec
 from kvcontract.integrations.vllm.keys import as_key_list, as_key_sequence
+from kvcontract.integrations.vllm.request_tokens import RequestTokens, tokens_of
 from kvcontract.integrations.vllm.stats import StatsReporter
 from kvcontract.integrations.vllm.steps import find_work_between_steps
 
-__all__ = ["KVContractOffloadingManager"]
+__all__ = ["KVContractOffloadingManager", "request_tokens"]
 
 _HIT, _MISS, _PENDING = LookupResult.HIT, LookupResult.MISS, LookupResult.HIT_PENDING
 _V_HIT, _V_MISS = VLLMLookupResult.HIT, VLLMLookupResult.MISS
@@ -66,6 +68,15 @@ class _Request(ReqContext):
     keys: Sequence[VLLMOffloadKey] = field(default=(), repr=False)
     seen: set[VLLMOffloadKey] | None = field(default=None, repr=False)
     """The set of ``keys`` once a second call merged them: each later call hashes only its own keys."""
+    vllm: VLLMReqContext | None = field(default=None, repr=False)
+    """vLLM's context of the request, for :func:`request_tokens`."""
+
+
+def request_tokens(req_context: ReqContext) -> RequestTokens | None:
+    """vLLM's token counts (0.34) of the request behind a context this adapter passed to a kvcontract
+    manager; ``None`` for any other context, or on vLLM 0.33."""
+    vllm = req_context.vllm if isinstance(req_context, _Request) else None
+    return None if vllm is None else tokens_of(vllm)
 
 
 class _StoreOutput(Protocol):
@@ -86,6 +97,9 @@ class _StoreOutput(Protocol):
         """What was evicted for them."""
         ...
 
+
+_HOST = CacheHitSource("host")
+"""By value: vLLM 0.34 makes ``CacheHitSource`` a ``StrEnum`` (Python 3.11), which mypy's 3.10 target reads as ``str`` members."""
 
 _NO_REQUEST = _Request("kvcontract-no-request")
 """What the one-request cache holds while no vLLM context is cached (``_last_vllm`` is ``None``)."""
@@ -160,6 +174,8 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         self._last_vllm: VLLMReqContext | None = None
         self._last = _NO_REQUEST
         self._between_steps = find_work_between_steps(inner)
+        self._stored_by: dict[VLLMOffloadKey, VLLMReqContext] = {}
+        """With events on, the request of each key stored since the last ``take_events``, for vLLM's ``req_context``."""
 
     @property
     def inner(self) -> OffloadingManager:
@@ -170,7 +186,7 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         """The request's state, made on its first call; every method reads ``_last`` first, inline."""
         state = req_context.get_state(_Request)
         if state is None:
-            state = _Request(req_context.req_id, req_context.kv_transfer_params or _NO_PARAMS)
+            state = _Request(req_context.req_id, req_context.kv_transfer_params or _NO_PARAMS, vllm=req_context)
             req_context.set_state(state)
         self._last_vllm, self._last = req_context, state
         return state
@@ -191,7 +207,7 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
 
     @override
     def get_load_source(self, key: VLLMOffloadKey, req_context: VLLMReqContext) -> CacheHitSource:
-        return CacheHitSource.HOST
+        return _HOST
 
     @override
     def prepare_load(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> KVContractHostSpec:
@@ -200,11 +216,6 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
         spec = self._prepare_load(ordered, request)
         self._touch(_remember(request, ordered), request)
         return KVContractHostSpec(spec)
-
-    @override
-    def touch(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> None:
-        request = self._last if req_context is self._last_vllm else self._request(req_context)
-        self._touch(as_key_sequence(keys), request)
 
     @override
     def complete_load(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> None:
@@ -233,6 +244,8 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
     ) -> None:
         request = self._last if req_context is self._last_vllm else self._request(req_context)
         self._complete_store(keys, request, success)
+        if self._events and success:
+            self._stored_by.update(dict.fromkeys(keys, req_context))
 
     @override
     def on_request_finished(self, req_context: VLLMReqContext) -> None:
@@ -254,7 +267,9 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
     @override
     def take_events(self) -> list[VLLMOffloadingEvent]:
         events = self._inner.take_events()
-        return as_vllm_events(events) if self._events and events else []
+        converted = as_vllm_events(events, stored_by=self._stored_by) if self._events and events else []
+        self._stored_by.clear()  # a store's event is made in its complete_store: what is left is stale
+        return converted
 
     @override
     def get_stats(self) -> OffloadingConnectorStats:

@@ -9,13 +9,14 @@ kvcontract tier plugs in with no change here.
 
 vLLM's jobs carry numpy chunk ids and ``Collection`` keys; they become a ``TierJob`` once
 per job. A job the tier refuses to start is reported failed on the next poll, as vLLM
-expects every submitted job back.
+expects every submitted job back. A kvcontract tier reports a job only once its I/O is over,
+so a failed promotion never needs vLLM 0.34's ``deferred_release``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar, cast
 
 import torch
@@ -97,7 +98,7 @@ class KVContractSecondaryTier(SecondaryTierManager):
     """vLLM's secondary tier, backed by the kvcontract tier its ``tier`` config describes."""
 
     medium: ClassVar[Medium | None] = Medium.STORAGE
-    cache_hit_source: ClassVar[CacheHitSource] = CacheHitSource.DISK
+    cache_hit_source: ClassVar[CacheHitSource] = CacheHitSource("disk")  # by value, as manager.py's _HOST
 
     def __init__(
         self,
@@ -188,10 +189,6 @@ class KVContractSecondaryTier(SecondaryTierManager):
     @override
     def take_events(self) -> list[VLLMOffloadingEvent]:
         return as_vllm_events(self._tier.take_events(), ownership=self.tier_type)
-
-    @override
-    def touch(self, keys: Collection[VLLMOffloadKey], req_context: VLLMReqContext) -> None:
-        self._tier.touch(as_contract_keys(keys))
 
     @override
     def on_new_request(self, req_context: VLLMReqContext) -> RequestOffloadingContext:

@@ -69,5 +69,5 @@ class KVContractOffloadingSpec(OffloadingSpec):
     def get_worker(self, kv_caches: CanonicalKVCaches) -> KVContractOffloadingWorker:
         if self._worker is None:
             inner = build_worker(self.kvcontract_config, worker_tensors(kv_caches))
-            self._worker = KVContractOffloadingWorker(inner, blocks_per_offload_block=self.blocks_per_chunk)
+            self._worker = KVContractOffloadingWorker(inner, kv_caches, blocks_per_offload_block=self.blocks_per_chunk)
         return self._worker

@@ -1,7 +1,8 @@
 """Which vLLM releases the adapters support, checked once when the package is imported.
 
-vLLM's offloading interfaces change between minor releases, so the adapters pin the minor
-release they are tested against and refuse any other with one line naming both.
+vLLM's offloading interfaces change between minor releases. The adapters support the two
+newest minor releases at once (a policy, see docs/vllm.md), so a user can upgrade vLLM and
+kvcontract in either order; any other release is refused with one line naming both sides.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from importlib import metadata
 
 __all__ = ["SUPPORTED_VLLM", "UnsupportedVLLMError", "check_vllm_version"]
 
-SUPPORTED_VLLM: str = "0.33"
-"""The vLLM minor release the adapters are written and tested for (any 0.33.x)."""
+SUPPORTED_VLLM: tuple[str, ...] = ("0.34", "0.33")
+"""The vLLM minor releases the adapters are written and tested for (any 0.34.x or 0.33.x), newest first."""
+
+_SUPPORTED = " and ".join(f"{release}.x" for release in SUPPORTED_VLLM)
 
 
 class UnsupportedVLLMError(ImportError):
-    """vLLM is missing, or its version is not the one the adapters support."""
+    """vLLM is missing, or its version is not one the adapters support."""
 
 
 def check_vllm_version(version: str | None = None) -> str:
@@ -25,13 +28,14 @@ def check_vllm_version(version: str | None = None) -> str:
             version = metadata.version("vllm")
         except metadata.PackageNotFoundError:
             raise UnsupportedVLLMError(
-                "kvcontract.integrations.vllm needs vLLM, which is not installed: "
-                f"pip install 'kvcontract[vllm]' (vLLM {SUPPORTED_VLLM}.x)"
+                f"kvcontract.integrations.vllm needs vLLM {_SUPPORTED}, which is not installed: "
+                "pip install 'kvcontract[vllm]' on a GPU machine (vLLM with its own torch), or "
+                "requirements/vllm.txt then vLLM --no-deps for a CPU-only test setup"
             ) from None
     release = ".".join(version.split("+")[0].split(".")[:2])
-    if release != SUPPORTED_VLLM:
+    if release not in SUPPORTED_VLLM:
         raise UnsupportedVLLMError(
-            f"kvcontract.integrations.vllm supports vLLM {SUPPORTED_VLLM}.x, found vLLM {version}: "
-            f"pip install 'vllm=={SUPPORTED_VLLM}.*' or a kvcontract release made for vLLM {release}"
+            f"kvcontract.integrations.vllm supports vLLM {_SUPPORTED}, found vLLM {version}: "
+            f"pip install 'vllm=={SUPPORTED_VLLM[0]}.*' or a kvcontract release made for vLLM {release}"
         )
     return version

@@ -6,14 +6,21 @@ kvcontract's worker takes per-group lists of tensors with blocks on dim 0, so th
 views are what it copies, bytes as they are: the right call, since vLLM already resolved
 every attention backend's layout (K/V order, heads, padding) into those pages.
 
-vLLM's GPU spec holds numpy block ids; they become the contract's ``GPULoadStoreSpec``
-here, once per job. The host side is the kvcontract manager's own spec, carried through
-vLLM's metadata in :class:`~kvcontract.integrations.vllm.host_spec.KVContractHostSpec`.
+The GPU side of a job comes in vLLM's convention of the release: 0.33 passes a
+``GPULoadStoreSpec`` of numpy block ids, 0.34 the ``DevicePointers`` its connector resolved
+from one. Either becomes the contract's ``GPULoadStoreSpec`` here, once per job; pointers
+are proven block starts of the caches the worker was built with first
+(:mod:`~kvcontract.integrations.vllm.device_pointers`), and a job whose pointers are not is
+reported failed on the next ``get_finished`` without copying anything. The host side is the
+kvcontract manager's own spec, carried through vLLM's metadata in
+:class:`~kvcontract.integrations.vllm.host_spec.KVContractHostSpec`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from typing_extensions import override
@@ -24,9 +31,15 @@ from vllm.v1.kv_offload.base import OffloadingWorker as VLLMOffloadingWorker
 from vllm.v1.kv_offload.base import TransferResult as VLLMTransferResult
 
 from kvcontract.contracts import GPULoadStoreSpec, LoadStoreSpec, OffloadingWorker
+from kvcontract.integrations.vllm.device_pointers import DevicePointerMap, InvalidDevicePointers
 from kvcontract.integrations.vllm.host_spec import KVContractHostSpec
 
+if TYPE_CHECKING:  # vLLM 0.34 only; the gate type-checks against the newest release
+    from vllm.v1.kv_offload.base import DevicePointers
+
 __all__ = ["KVContractOffloadingWorker", "group_tensors"]
+
+_log = logging.getLogger(__name__)
 
 
 def group_tensors(kv_caches: CanonicalKVCaches) -> list[list[torch.Tensor]]:
@@ -57,38 +70,60 @@ def _host_spec(spec: VLLMLoadStoreSpec) -> LoadStoreSpec:
 
 class KVContractOffloadingWorker(VLLMOffloadingWorker):
     """vLLM's worker-side transfer runner, backed by the kvcontract worker ``inner`` (whose offload
-    blocks hold ``blocks_per_offload_block`` GPU blocks, vLLM's ``blocks_per_chunk``).
+    blocks hold ``blocks_per_offload_block`` GPU blocks, vLLM's ``blocks_per_chunk``) over the
+    canonical ``kv_caches`` vLLM registered.
 
-    vLLM 0.33's connector does not handle failed jobs (it asserts success); a failed
-    kvcontract job is reported to it as failed all the same, never as done.
+    A failed kvcontract job, or one whose device pointers are refused, is reported failed,
+    never done: vLLM 0.34 then drops a failed store and ends or recomputes a failed load's
+    request (``kv_load_failure_policy``); vLLM 0.33's connector asserts success instead.
     """
 
-    def __init__(self, inner: OffloadingWorker, *, blocks_per_offload_block: int = 1) -> None:
+    def __init__(
+        self, inner: OffloadingWorker, kv_caches: CanonicalKVCaches, *, blocks_per_offload_block: int = 1
+    ) -> None:
         self._inner = inner
+        self._pointers = DevicePointerMap(kv_caches)
         self._blocks_per_offload_block = blocks_per_offload_block
+        self._refused: list[VLLMTransferResult] = []
 
     @property
     def inner(self) -> OffloadingWorker:
         """The kvcontract worker this adapter drives."""
         return self._inner
 
+    def _device_side(self, job_id: int, device: VLLMGPULoadStoreSpec | DevicePointers) -> GPULoadStoreSpec | None:
+        """The contract's GPU side of a job, or ``None`` (the job refused, to be reported failed)."""
+        if isinstance(device, VLLMGPULoadStoreSpec):
+            return _gpu_spec(device, self._blocks_per_offload_block)
+        try:
+            return self._pointers.gpu_spec(device, self._blocks_per_offload_block)
+        except InvalidDevicePointers as error:
+            _log.warning("kvcontract: transfer job %d refused, nothing copied: %s", job_id, error)
+            self._refused.append(VLLMTransferResult(job_id, False, 0))
+            return None
+
     @override
-    def submit_store(self, job_id: int, src_spec: VLLMGPULoadStoreSpec, dst_spec: VLLMLoadStoreSpec) -> bool:
-        return self._inner.submit_store(job_id, _gpu_spec(src_spec, self._blocks_per_offload_block), _host_spec(dst_spec))
+    def submit_store(
+        self, job_id: int, device_ptrs: VLLMGPULoadStoreSpec | DevicePointers, dst_spec: VLLMLoadStoreSpec
+    ) -> bool:
+        source = self._device_side(job_id, device_ptrs)
+        return source is None or self._inner.submit_store(job_id, source, _host_spec(dst_spec))
 
     @override
     def submit_load(
         self,
         job_id: int,
         src_spec: VLLMLoadStoreSpec,
-        dst_spec: VLLMGPULoadStoreSpec,
+        device_ptrs: VLLMGPULoadStoreSpec | DevicePointers,
         expedited: bool = False,
     ) -> bool:
-        return self._inner.submit_load(job_id, _host_spec(src_spec), _gpu_spec(dst_spec, self._blocks_per_offload_block))
+        target = self._device_side(job_id, device_ptrs)
+        return target is None or self._inner.submit_load(job_id, _host_spec(src_spec), target)
 
     @override
     def get_finished(self) -> list[VLLMTransferResult]:
-        return [
+        refused, self._refused = self._refused, []
+        return refused + [
             VLLMTransferResult(result.job_id, result.success, result.transfer_bytes, result.transfer_seconds)
             for result in self._inner.get_finished()
         ]

@@ -1,5 +1,8 @@
 """The gate of the vLLM integration tests: run against vLLM's real modules, or skip for one reason.
 
+vLLM's cache lives in a temporary folder for the run (``VLLM_CACHE_ROOT``), so the tests pass
+or fail on what is installed, never on what an earlier run left in ``~/.cache/vllm``.
+
 Without a supported vLLM (requirements/vllm.txt) every test module here but
 ``test_vllm_available.py`` is left uncollected, and that one test skips with the reason, so a
 plain ``pip install -e .[dev]`` passes. ``KVCONTRACT_REQUIRE=vllm`` (CI sets it) turns the
@@ -8,8 +11,18 @@ skip into a failure, so these tests can never be skipped there unnoticed.
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import os
+import shutil
+import tempfile
 from pathlib import Path
+
+_CACHE = tempfile.mkdtemp(prefix="kvcontract-vllm-cache-")
+os.environ["VLLM_CACHE_ROOT"] = _CACHE
+"""A fresh vLLM cache for every run, before vLLM is imported: a warm ``~/.cache/vllm`` (its model
+inspection results) hides a package missing from requirements/, as it once hid ``einops``."""
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 
 def vllm_missing() -> str | None:
@@ -17,7 +30,7 @@ def vllm_missing() -> str | None:
     try:
         importlib.import_module("kvcontract.integrations.vllm")  # checks the vLLM version on import
     except ImportError as error:
-        return f"needs vLLM 0.33 (pip install -r requirements/vllm.txt): {error}"
+        return f"needs vLLM 0.34 or 0.33 (requirements/vllm.txt): {error}"
     return None
 
 

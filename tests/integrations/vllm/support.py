@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from vllm import SamplingParams
@@ -23,11 +23,14 @@ from vllm.distributed.kv_transfer.kv_connector.v1 import KVConnectorRole
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading.common import (
     OffloadingConnectorMetadata,
     OffloadingWorkerMetadata,
+    TransferJob,
 )
+from vllm.distributed.kv_transfer.kv_connector.v1.offloading.worker import OffloadingConnectorWorker
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading_connector import OffloadingConnector
 from vllm.utils.hashing import sha256
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
 from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.engine import FinishReason
 from vllm.v1.kv_cache_interface import (
     FullAttentionSpec,
     KVCacheConfig,
@@ -73,6 +76,8 @@ _TINY_LLAMA = {
     "rms_norm_eps": 1e-5,
 }
 _JOB_WAIT_S = 10.0
+VLLM_0_34: bool = hasattr(OffloadingConnectorWorker, "take_failed_recving")
+"""Whether the installed vLLM is 0.34 (failed jobs travel back, the worker gets device pointers)."""
 
 
 def model_dir(root: Path) -> Path:
@@ -99,9 +104,15 @@ def kv_cache_config(num_blocks: int) -> KVCacheConfig:
 
 
 def vllm_config(
-    model: Path, extra_config: Mapping[str, object], *, num_blocks: int, events: bool = False
+    model: Path,
+    extra_config: Mapping[str, object],
+    *,
+    num_blocks: int,
+    events: bool = False,
+    load_failure_policy: Literal["recompute", "fail"] = "fail",
 ) -> VllmConfig:
-    """A CPU ``VllmConfig`` with prefix caching and vLLM's OffloadingConnector configured by ``extra_config``."""
+    """A CPU ``VllmConfig`` with prefix caching and vLLM's OffloadingConnector configured by ``extra_config``
+    (``load_failure_policy``: vLLM's ``kv_load_failure_policy``, its default ``fail``)."""
     config = VllmConfig(
         model_config=ModelConfig(model=str(model), skip_tokenizer_init=True, dtype="float16", max_model_len=4096),
         device_config=DeviceConfig(device="cpu"),
@@ -110,7 +121,10 @@ def vllm_config(
         ),
         cache_config=CacheConfig(block_size=BLOCK_TOKENS, enable_prefix_caching=True),
         kv_transfer_config=KVTransferConfig(
-            kv_connector="OffloadingConnector", kv_role="kv_both", kv_connector_extra_config=dict(extra_config)
+            kv_connector="OffloadingConnector",
+            kv_role="kv_both",
+            kv_connector_extra_config=dict(extra_config),
+            kv_load_failure_policy=load_failure_policy,
         ),
         kv_events_config=KVEventsConfig(enable_kv_cache_events=True) if events else None,
     )
@@ -202,6 +216,8 @@ class Engine:
             self.worker = OffloadingConnector(config, KVConnectorRole.WORKER, kv_config)
             self.caches = kv_caches(num_blocks)
             self.worker.register_kv_caches(self.caches)
+        self.finish_reasons: dict[str, FinishReason] = {}
+        """Why each request ended (``LENGTH`` when it ran to its last token, ``ERROR`` when vLLM failed it)."""
         init_none_hash(sha256)
         self._hasher = get_request_block_hasher(BLOCK_TOKENS, sha256)
 
@@ -216,18 +232,21 @@ class Engine:
         Like vLLM's engine loop, it keeps stepping while the scheduler ``has_requests()``,
         which includes the connector's pending work (tier jobs of the manager still in flight).
         """
-        request = Request(
+        self.scheduler.add_request(self.request(request_id, prompt, output_tokens=output_tokens))
+        steps: list[StepLog] = []
+        while self.scheduler.has_requests() or any(step.stored_gpu_blocks for step in steps[-1:]):
+            steps.append(self._step())
+        return RunLog(request_id, steps)
+
+    def request(self, request_id: str, prompt: list[int], *, output_tokens: int = 2) -> Request:
+        """vLLM's request for ``prompt``, its block hashes made by the engine's hasher."""
+        return Request(
             request_id=request_id,
             prompt_token_ids=prompt,
             sampling_params=SamplingParams(max_tokens=output_tokens, ignore_eos=True),
             pooling_params=None,
             block_hasher=self._hasher,
         )
-        self.scheduler.add_request(request)
-        steps: list[StepLog] = []
-        while self.scheduler.has_requests() or any(step.stored_gpu_blocks for step in steps[-1:]):
-            steps.append(self._step())
-        return RunLog(request_id, steps)
 
     def drop_gpu_prefix_cache(self) -> None:
         """Forget the GPU prefix cache (not the offloaded blocks), so the next request must load."""
@@ -247,15 +266,11 @@ class Engine:
         else:
             connector_output = self._worker_step(meta, jobs, output.finished_req_ids)
         running = [request.request_id for request in self.scheduler.running]
-        self.scheduler.update_from_output(
-            output,
-            ModelRunnerOutput(
-                req_ids=running,
-                req_id_to_index={request_id: i for i, request_id in enumerate(running)},
-                sampled_token_ids=[[7] for _ in running],
-                kv_connector_output=connector_output,
-            ),
-        )
+        outputs = self.scheduler.update_from_output(output, runner_output(running, connector_output))
+        for client in outputs.values():
+            for finished_request in client.outputs:
+                if finished_request.finish_reason is not None:
+                    self.finish_reasons[finished_request.request_id] = finished_request.finish_reason
         return log
 
     def _worker_step(self, meta: OffloadingConnectorMetadata, jobs: set[int], finished: set[str]) -> KVConnectorOutput:
@@ -269,14 +284,29 @@ class Engine:
         worker.handle_preemptions(OffloadingConnectorMetadata(load_jobs={}, store_jobs={}))
         deadline = time.monotonic() + _JOB_WAIT_S
         recving: set[str] = set()
-        done: dict[int, int] = {}
-        while jobs - set(done) and time.monotonic() < deadline:
+        failed: set[str] = set()
+        done = OffloadingWorkerMetadata()
+        while jobs - set(done.completed_jobs) and time.monotonic() < deadline:
             recving |= worker.get_finished(finished)[1]
+            if VLLM_0_34:
+                failed |= worker.take_failed_recving()
             reported = worker.build_connector_worker_meta()
             if reported is not None:
-                done.update(reported.completed_jobs)
+                done = _merged(done, reported)
             time.sleep(0.001)
-        return KVConnectorOutput(finished_recving=recving, kv_connector_worker_meta=OffloadingWorkerMetadata(completed_jobs=done))
+        return KVConnectorOutput(finished_recving=recving, failed_recving=failed, kv_connector_worker_meta=done)
+
+
+def _runner_output_type() -> Callable[..., ModelRunnerOutput]:
+    """``ModelRunnerOutput``, called loosely: its fields differ between releases (0.33 requires ``req_id_to_index``)."""
+    return ModelRunnerOutput
+
+
+def runner_output(running: list[str], connector_output: KVConnectorOutput) -> ModelRunnerOutput:
+    """What the model runner returns for one step: a fixed token per running request."""
+    make = _runner_output_type()
+    index = {"req_id_to_index": {request_id: i for i, request_id in enumerate(running)}} if not VLLM_0_34 else {}
+    return make(req_ids=running, sampled_token_ids=[[7] for _ in running], kv_connector_output=connector_output, **index)
 
 
 def _gpu_blocks(spec: VLLMLoadStoreSpec) -> list[int]:
@@ -291,11 +321,41 @@ def _all_done(jobs: set[int], recving: set[str]) -> KVConnectorOutput:
     )
 
 
-def round_trip(model: Path, device: torch.device, *, blocks_per_chunk: int) -> None:
-    """Store GPU blocks through vLLM's worker calls, load them elsewhere, and compare every byte.
+def _merged(done: OffloadingWorkerMetadata, reported: OffloadingWorkerMetadata) -> OffloadingWorkerMetadata:
+    merged = done.aggregate(reported)
+    assert isinstance(merged, OffloadingWorkerMetadata)
+    return merged
 
-    With several GPU blocks per offload block, also load from the second GPU block of the
-    first offload block on (``block_indices``), as vLLM does for an unaligned hit.
+
+def _run_jobs(connector: OffloadingConnector, meta: OffloadingConnectorMetadata) -> dict[int, bool]:
+    """One step of the worker-side connector's calls for ``meta``'s jobs, then its next step's, until every job
+    is reported: each job's success, as the scheduler reads it from the worker metadata."""
+    worker = connector.connector_worker
+    assert worker is not None
+    worker.start_kv_transfers(meta)
+    worker.prepare_store_kv(meta)
+    worker.start_kv_transfers(OffloadingConnectorMetadata(load_jobs={}, store_jobs={}))  # the next step submits the stores
+    jobs = set(meta.load_jobs) | set(meta.store_jobs)
+    done = OffloadingWorkerMetadata()
+    deadline = time.monotonic() + _JOB_WAIT_S
+    while jobs - set(done.completed_jobs) and time.monotonic() < deadline:
+        worker.get_finished(set())
+        reported = worker.build_connector_worker_meta()
+        if reported is not None:
+            done = _merged(done, reported)
+        time.sleep(0.001)
+    assert set(done.completed_jobs) == jobs
+    failed: set[int] = done.failed_jobs if VLLM_0_34 else set()
+    return {job: job not in failed for job in jobs}
+
+
+def round_trip(model: Path, device: torch.device, *, blocks_per_chunk: int) -> None:
+    """Store GPU blocks through vLLM's worker-side connector, load them elsewhere, and compare every byte.
+
+    The jobs go in as vLLM's scheduler sends them (``OffloadingConnectorMetadata``), so on
+    vLLM 0.34 the connector resolves them to device pointers itself. With several GPU blocks
+    per offload block, also load from the second GPU block of the first offload block on
+    (``block_indices``), as vLLM does for an unaligned hit.
     """
     num_blocks = 32
     extra = {**SPEC_PATH, "blocks_per_chunk": blocks_per_chunk, "kvcontract": {"manager": {"capacity": 8}}}
@@ -304,28 +364,32 @@ def round_trip(model: Path, device: torch.device, *, blocks_per_chunk: int) -> N
     caches = {name: tensor.to(device) for name, tensor in kv_caches(num_blocks).items()}
     connector.register_kv_caches(caches)
     assert connector.connector_worker is not None
-    worker = connector.connector_worker.worker
-    assert isinstance(worker, KVContractOffloadingWorker)
+    assert isinstance(connector.connector_worker.worker, KVContractOffloadingWorker)
     count = 2 * blocks_per_chunk
     source = list(range(3, 3 + count))
     host = KVContractHostSpec(BlockIdsSpec([5, 2]))
     try:
-        assert worker.submit_store(1, VLLMGPULoadStoreSpec(source, [count], [0]), host)
-        worker.wait({1})
-        (stored,) = worker.get_finished()
-        assert (stored.job_id, stored.success, stored.transfer_size) == (1, True, count * PAGE_BYTES * len(LAYERS))
-        target = list(range(20, 20 + count))
-        assert worker.submit_load(2, host, VLLMGPULoadStoreSpec(target, [count], [0]))
-        worker.wait({2})
-        assert [result.success for result in worker.get_finished()] == [True]
+        stored = OffloadingConnectorMetadata(
+            load_jobs={}, store_jobs={1: TransferJob("r", VLLMGPULoadStoreSpec(source, [count], [0]), host)}
+        )
+        assert _run_jobs(connector, stored) == {1: True}
+        expected = {name: cache[source].clone() for name, cache in caches.items()}
         for cache in caches.values():
-            assert torch.equal(cache[target], cache[source])
+            cache[source] = 0  # scrambled: the load must bring the stored bytes back, not find them
+        target = list(range(20, 20 + count))
+        loaded = OffloadingConnectorMetadata(
+            load_jobs={2: TransferJob("r", host, VLLMGPULoadStoreSpec(target, [count], [0]))}, store_jobs={}
+        )
+        assert _run_jobs(connector, loaded) == {2: True}
+        for name, cache in caches.items():
+            assert torch.equal(cache[target], expected[name])
         if blocks_per_chunk > 1:
             unaligned = list(range(26, 26 + count - 1))
-            assert worker.submit_load(3, host, VLLMGPULoadStoreSpec(unaligned, [count - 1], [1]))
-            worker.wait({3})
-            assert [result.success for result in worker.get_finished()] == [True]
-            for cache in caches.values():
-                assert torch.equal(cache[unaligned], cache[source[1:]])
+            partial = OffloadingConnectorMetadata(
+                load_jobs={3: TransferJob("r", host, VLLMGPULoadStoreSpec(unaligned, [count - 1], [1]))}, store_jobs={}
+            )
+            assert _run_jobs(connector, partial) == {3: True}
+            for name, cache in caches.items():
+                assert torch.equal(cache[unaligned], expected[name][1:])
     finally:
         connector.shutdown()

@@ -8,7 +8,7 @@ drains events and stats itself each step; their conversion is pinned in test_spe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -16,9 +16,10 @@ import torch
 
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import OffloadingConnectorStats
 
-from kvcontract.integrations.vllm import KVContractOffloadingManager, KVContractOffloadingSpec
-from kvcontract.managers import TieringOffloadingManager
-from tests.integrations.vllm.support import BLOCK_TOKENS, SPEC_PATH, Engine, model_dir, vllm_config
+from kvcontract.contracts import OffloadKey, PrepareStoreOutput, ReqContext
+from kvcontract.integrations.vllm import KVContractOffloadingManager, KVContractOffloadingSpec, RequestTokens, request_tokens
+from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
+from tests.integrations.vllm.support import BLOCK_TOKENS, SPEC_PATH, VLLM_0_34, Engine, model_dir, vllm_config
 
 GPU_BLOCKS = 64
 PROMPT_A = list(range(100))
@@ -125,3 +126,24 @@ def test_the_config_info_metric_carries_the_labels_the_spec_declares(model: Path
         "kvcontract_admission": "none",
         "kvcontract_tiers": "file",
     }
+
+
+def test_a_kvcontract_manager_reads_the_requests_token_counts(model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[RequestTokens | None] = []
+    prepare_store = CPUOffloadingManager.prepare_store
+
+    def recording(
+        self: CPUOffloadingManager, keys: Sequence[OffloadKey], req_context: ReqContext
+    ) -> PrepareStoreOutput | None:
+        seen.append(request_tokens(req_context))
+        return prepare_store(self, keys, req_context)
+
+    monkeypatch.setattr(CPUOffloadingManager, "prepare_store", recording)
+    engine(model, {"manager": {"capacity": 16}}).run("a", PROMPT_A)
+    assert seen
+    if not VLLM_0_34:
+        assert set(seen) == {None}  # vLLM 0.33's contexts count no tokens
+        return
+    # The scheduler offers the prompt's blocks while it schedules their prefill: its counts then.
+    assert seen == [RequestTokens(num_computed_tokens=0, num_in_flight_tokens=0, num_prompt_tokens=100, num_tokens=100)]
+    assert request_tokens(ReqContext("not-from-the-adapter")) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from kvcontract.integrations.vllm import (
 )
 from kvcontract.integrations.vllm.stats import StatsReporter
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager, TieringStats, TierStats
-from tests.integrations.vllm.support import LAYERS, PAGE_BYTES, SPEC_PATH, offloading_config
+from tests.integrations.vllm.support import LAYERS, PAGE_BYTES, SPEC_PATH, VLLM_0_34, offloading_config
 
 BLOCK_BYTES = PAGE_BYTES * len(LAYERS)
 KEYS = [make_offload_key(number.to_bytes(8, "big"), 0) for number in range(8)]
@@ -79,6 +80,9 @@ def test_events_and_stats_in_vllm_types() -> None:
         (Medium.CPU, False, 2),
     ]
     assert set(events[1].keys) == set(KEYS[2:4])  # the first request's last blocks: its first is most recent
+    assert [event.removal_expected for event in events] == [True, False, True]  # a stored block is reported when dropped
+    if VLLM_0_34:
+        assert [event.req_context for event in events] == [first, None, second]  # the request that stored them
     reduced = manager.get_stats().reduce()
     assert reduced["kvcontract_stored_blocks_total"] == 6
     assert reduced["kvcontract_evictions_total"] == 2
@@ -114,6 +118,33 @@ def test_config_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "layout",
+    [
+        "",  # none: sizes are vLLM's blocks all the same
+        "kv_layout: {num_layers: 2, num_kv_heads: 2, head_dim: 16, dtype: float16, offload_block_tokens: 64}\n",
+    ],
+    ids=["no-layout", "the-models-layout"],
+)
+def test_a_config_file_size_is_host_memory_over_vllms_blocks(tmp_path: Path, layout: str) -> None:
+    path = tmp_path / "kvc.yaml"
+    path.write_text(f"{layout}manager:\n  capacity: {BLOCK_BYTES * 2 * 7}B\n")
+    spec = spec_of(offloading_config({**SPEC_PATH, "config_file": str(path)}, blocks_per_chunk=2))
+    assert spec.get_manager().inner.stats().capacity == 7  # offload blocks of two of vLLM's GPU blocks
+    assert spec.kvcontract_config.kv_layout.offload_block_tokens == 32  # the file's 64 is replaced by vLLM's
+
+
+def test_a_config_file_layout_that_is_not_vllms_model_is_one_error_naming_both(tmp_path: Path) -> None:
+    path = tmp_path / "kvc.yaml"
+    path.write_text("kv_layout: llama-3.1-8b\nmanager:\n  capacity: 64MiB\n")
+    with pytest.raises(ConfigError) as raised:
+        make_spec(config_file=str(path))
+    message = str(raised.value)
+    assert message.startswith(f"{path}: kv_layout: 32 layers x 8 KV heads x 128 x bfloat16 is 2097152 bytes per GPU block")
+    assert f"but vLLM's model has {BLOCK_BYTES}" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
     ("extra", "named"),
     [
         ({"capacty_blocks": 3}, "capacty_blocks: unknown key"),
@@ -128,6 +159,7 @@ def test_config_file(tmp_path: Path) -> None:
         ({"kvcontract": {"manager": {"capacity": "1EiB"}}}, "kv_connector_extra_config: kvcontract.manager.capacity: 1EiB is 281474976710656 offload blocks"),
         ({"kvcontract": {"manager": {"capacity": -1}}}, "kv_connector_extra_config: kvcontract.manager.capacity: capacity -1 is below one block"),
         ({"kvcontract": {"manager": {"policy": "nope"}}}, "kv_connector_extra_config: kvcontract.manager.policy.kind: unknown policy 'nope'"),
+        ({"kvcontract": {"kv_layout": {"num_layers": 32}}}, "kv_connector_extra_config: kvcontract.kv_layout: 32 layers x 8 KV heads x 128 x bfloat16 is"),
     ],
 )
 def test_bad_config_is_one_error_naming_the_key(extra: dict[str, object], named: str) -> None:
@@ -140,6 +172,25 @@ def test_bad_config_is_one_error_naming_the_key(extra: dict[str, object], named:
 def test_an_unsupported_vllm_fails_in_one_line() -> None:
     with pytest.raises(UnsupportedVLLMError) as raised:
         check_vllm_version("0.32.1")
-    assert str(raised.value).startswith("kvcontract.integrations.vllm supports vLLM 0.33.x, found vLLM 0.32.1")
+    assert str(raised.value).startswith("kvcontract.integrations.vllm supports vLLM 0.34.x and 0.33.x, found vLLM 0.32.1")
     assert "\n" not in str(raised.value)
-    assert check_vllm_version("0.33.0+cpu") == "0.33.0+cpu"
+    with pytest.raises(UnsupportedVLLMError, match="found vLLM 0.35.0"):
+        check_vllm_version("0.35.0")
+
+
+@pytest.mark.parametrize("version", ["0.34.0", "0.34.2+cpu", "0.33.0+cpu", "0.33.1"])
+def test_the_two_newest_minor_releases_are_supported(version: str) -> None:
+    assert check_vllm_version(version) == version
+
+
+def test_a_missing_vllm_names_the_gpu_and_the_cpu_install_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    with pytest.raises(UnsupportedVLLMError) as raised:
+        check_vllm_version()
+    message = str(raised.value)
+    assert "pip install 'kvcontract[vllm]' on a GPU machine" in message
+    assert "requirements/vllm.txt then vLLM --no-deps for a CPU-only test setup" in message
+    assert "\n" not in message
