@@ -15,6 +15,9 @@ vLLM's scheduler calls differ from kvcontract's contract in four ways, mapped he
   ``params`` are vLLM's ``kv_transfer_params``), attached to vLLM's context as state;
   :func:`request_tokens` reads vLLM 0.34's token counts of the request through it;
 - ``RETRY`` (a tier still promoting) and the other lookup answers map one to one;
+- with an ``observer`` (the live what-if, ``observe.whatif`` in the config), each finished
+  request's keys (those it loaded, then those it offered, in prefix order) go to it, and its
+  gauges ride along in ``get_stats``;
 - ``on_schedule_end`` and ``has_pending_work`` reach the manager that works between steps
   (the tiering manager, found below any decorators, see :mod:`~kvcontract.integrations.vllm.steps`),
   so its tier jobs land and its promotions are submitted on every step.
@@ -46,13 +49,14 @@ from vllm.v1.kv_offload.base import ReqContext as VLLMReqContext
 from vllm.v1.kv_offload.base import RequestOffloadingContext, ScheduleEndContext
 from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
-from kvcontract.contracts import LoadStoreSpec, LookupResult, OffloadingManager, ReqContext
+from kvcontract.contracts import LoadStoreSpec, LookupResult, OffloadingManager, OffloadKey, ReqContext
 from kvcontract.integrations.vllm.events import as_vllm_events
 from kvcontract.integrations.vllm.host_spec import KVContractHostSpec
 from kvcontract.integrations.vllm.keys import as_key_list, as_key_sequence
 from kvcontract.integrations.vllm.request_tokens import RequestTokens, tokens_of
 from kvcontract.integrations.vllm.stats import StatsReporter
 from kvcontract.integrations.vllm.steps import find_work_between_steps
+from kvcontract.observe import WhatIfObserver
 
 __all__ = ["KVContractOffloadingManager", "request_tokens"]
 
@@ -144,9 +148,15 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
     """
 
     def __init__(
-        self, inner: OffloadingManager, *, events: bool = False, info: ConfigInfoMapping | None = None
+        self,
+        inner: OffloadingManager,
+        *,
+        events: bool = False,
+        info: ConfigInfoMapping | None = None,
+        observer: WhatIfObserver | None = None,
     ) -> None:
         self._inner = inner
+        self._observer = observer
         self._events = events
         self._info: ConfigInfoMapping = info if info is not None else {}
         self._stats = StatsReporter()
@@ -250,6 +260,8 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
     @override
     def on_request_finished(self, req_context: VLLMReqContext) -> None:
         request = self._last if req_context is self._last_vllm else self._request(req_context)
+        if self._observer is not None and request.keys:
+            self._observer.observe(cast("Sequence[OffloadKey]", request.keys))  # same bytes in both OffloadKey NewTypes
         request.keys = ()
         request.seen = None
         self._finished(request)
@@ -273,7 +285,7 @@ class KVContractOffloadingManager(VLLMOffloadingManager):
 
     @override
     def get_stats(self) -> OffloadingConnectorStats:
-        return self._stats.report(self._inner.stats())
+        return self._stats.report(self._inner.stats(), self._observer)
 
     @override
     def config_info(self) -> Sequence[ConfigInfoMapping]:

@@ -23,6 +23,7 @@ from kvcontract.integrations.vllm.identity import vllm_identity
 from kvcontract.integrations.vllm.manager import KVContractOffloadingManager
 from kvcontract.integrations.vllm.stats import metric_definitions
 from kvcontract.integrations.vllm.worker import KVContractOffloadingWorker, worker_tensors
+from kvcontract.observe import whatif_observer
 
 __all__ = ["KVContractOffloadingSpec"]
 
@@ -62,6 +63,7 @@ class KVContractOffloadingSpec(OffloadingSpec):
                 build_manager(self.kvcontract_config, identity=self.identity),
                 events=self.config.enable_kv_cache_events,
                 info=self.info.as_config_info(),
+                observer=whatif_observer(self.kvcontract_config),
             )
         return self._manager
 

@@ -19,20 +19,24 @@ from vllm.v1.kv_offload.base import (
     OffloadingMetricMetadata,
 )
 
+from kvcontract.config import WhatIfConfig
 from kvcontract.contracts import ManagerStats
 from kvcontract.managers import TierStats, TieringStats
 from kvcontract.metrics import manager_samples
+from kvcontract.observe import WhatIfObserver
 
 __all__ = ["StatsReporter", "metric_definitions"]
 
 _EVERY_METRIC = TieringStats(capacity=1, used=0, tiers=(TierStats("tier"),))
 """Stats with one tier: their samples name every metric a report can hold, with its labels."""
+_EVERY_WHATIF = WhatIfObserver(1, "lru", WhatIfConfig.model_validate({"capacities": [2.0], "policies": ["lru"]}))
+"""A what-if whose samples name every what-if gauge, with its labels (declared whether or not one runs)."""
 
 
 def metric_definitions() -> dict[str, OffloadingMetricMetadata]:
     """The metrics :class:`StatsReporter` fills, as vLLM's Prometheus exporter declares them."""
     definitions: dict[str, OffloadingMetricMetadata] = {}
-    for sample in manager_samples(_EVERY_METRIC):
+    for sample in [*manager_samples(_EVERY_METRIC), *_EVERY_WHATIF.source()]:
         kind = OffloadingGaugeMetadata if sample.kind == "gauge" else OffloadingCounterMetadata
         definitions[sample.prefixed_name()] = kind(documentation=sample.documentation, labelnames=tuple(sample.labels))
     return definitions
@@ -44,10 +48,13 @@ class StatsReporter:
 
     _last: dict[tuple[str, tuple[str, ...]], float] = field(default_factory=dict[tuple[str, tuple[str, ...]], float])
 
-    def report(self, stats: ManagerStats) -> OffloadingConnectorStats:
-        """The gauges now and each counter's increase since the previous report."""
+    def report(self, stats: ManagerStats, observer: WhatIfObserver | None = None) -> OffloadingConnectorStats:
+        """The gauges now and each counter's increase since the previous report, with the what-if's gauges."""
         out = OffloadingConnectorStats()
-        for sample in manager_samples(stats):
+        samples = manager_samples(stats)
+        if observer is not None:
+            samples.extend(observer.source())
+        for sample in samples:
             name, labels = sample.prefixed_name(), tuple(sample.labels.values())
             if sample.kind == "gauge":
                 out.set_gauge(name, sample.value, labels)
@@ -57,3 +64,4 @@ class StatsReporter:
                 out.increase_counter(name, sample.value - before, labels)
                 self._last[name, labels] = sample.value
         return out
+

@@ -6,7 +6,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from vllm.v1.kv_offload.base import Medium, ReqContext, make_offload_key
+from vllm.v1.kv_offload.base import LookupResult, Medium, ReqContext, make_offload_key
 from vllm.v1.kv_offload.config import OffloadingConfig
 from vllm.v1.kv_offload.factory import OffloadingSpecFactory
 
@@ -194,3 +194,28 @@ def test_a_missing_vllm_names_the_gpu_and_the_cpu_install_in_one_line(monkeypatc
     assert "pip install 'kvcontract[vllm]' on a GPU machine" in message
     assert "requirements/vllm.txt then vLLM --no-deps for a CPU-only test setup" in message
     assert "\n" not in message
+
+
+def test_the_whatif_sees_each_finished_request_and_rides_along_in_vllm_s_stats() -> None:
+    whatif = {"capacities": [2], "policies": ["lru", "arc"], "sample_rate": 1.0}
+    manager = make_spec(kvcontract={"manager": {"capacity": 4}, "observe": {"whatif": whatif}}).get_manager()
+    for number, keys in enumerate((KEYS[:3], KEYS[:3], KEYS[3:6])):
+        context = ReqContext(f"r{number}")
+        manager.on_new_request(context)
+        hits = 0
+        while hits < len(keys) and manager.lookup(keys[hits], context) is LookupResult.HIT:
+            hits += 1
+        if hits:
+            manager.prepare_load(keys[:hits], context)
+            manager.complete_load(keys[:hits], context)
+        output = manager.prepare_store(keys[hits:], context)
+        if output is not None:
+            manager.complete_store(output.keys_to_store, context)
+        manager.on_request_finished(context)
+    reduced = manager.get_stats().reduce()
+    assert reduced["kvcontract_whatif_hit_ratio:('2', 'run')"] == 3 / 9  # the second request's three blocks
+    assert reduced["kvcontract_whatif_policy_hit_ratio:('arc', 'recent')"] == 3 / 9
+    definitions = KVContractOffloadingSpec.build_metric_definitions({})
+    assert definitions["kvcontract_whatif_hit_ratio"].labelnames == ("capacity_multiplier", "window")
+    assert definitions["kvcontract_whatif_policy_hit_ratio"].labelnames == ("policy", "window")
+    assert "kvcontract_whatif_hit_ratio:('2', 'run')" not in make_spec().get_manager().get_stats().reduce()
