@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from vllm.v1.kv_offload.base import LookupResult, OffloadingSpec, ReqContext
+from vllm.v1.kv_offload.base import LookupResult, OffloadingSpec, OffloadKey, ReqContext
 from vllm.v1.kv_offload.config import OffloadingConfig, OffloadingModelConfig
 from vllm.v1.kv_offload.factory import OffloadingSpecFactory
 from vllm.v1.kv_offload.tiering.base import SecondaryTierManager
@@ -18,6 +19,8 @@ from kvcontract.config import ConfigError
 from kvcontract.integrations.vllm import KVContractOffloadingSpec, KVContractSecondaryTier
 from tests.integrations.vllm.support import SPEC_PATH, offloading_config
 from tests.integrations.vllm.test_secondary_tier import CHUNK_BYTES, CHUNKS, finished, job, keys
+from tests.required_parts import skip_unless_required
+from tests.tiers.redis.support import RedisServer, missing_reason
 
 create_secondary_tier: Callable[[dict[str, object], memoryview, OffloadingSpec], SecondaryTierManager] = getattr(
     SecondaryTierFactory, "create_secondary_tier"
@@ -68,42 +71,73 @@ def test_identity_fields_vllm_decides_are_refused_in_the_kvcontract_config() -> 
     assert spec_of(named).identity.namespace == "team-a"
 
 
-def tier_of(config: OffloadingConfig, primary: np.ndarray, root: Path) -> KVContractSecondaryTier:
+def tier_of(config: OffloadingConfig, primary: np.ndarray, tier: dict[str, object]) -> KVContractSecondaryTier:
     spec = OffloadingSpecFactory.create_spec(
         dataclasses.replace(config, extra_config={"cpu_bytes_to_use": CHUNKS * CHUNK_BYTES})
     )
-    tier = create_secondary_tier(
+    adapter = create_secondary_tier(
         {
             "type": "KVContractSecondaryTier",
             "module_path": "kvcontract.integrations.vllm",
-            "tier": {"kind": "file", "path": str(root), "capacity": CHUNKS},
+            "tier": tier,
         },
         primary.data,
         spec,
     )
-    assert isinstance(tier, KVContractSecondaryTier)
-    return tier
+    assert isinstance(adapter, KVContractSecondaryTier)
+    return adapter
 
 
+def _settled(tier: KVContractSecondaryTier, keys_: list[OffloadKey]) -> list[LookupResult]:
+    """Lookups asked again while a remote tier answers RETRY (its EXISTS batch in flight)."""
+    answers: list[LookupResult] = []
+    for k in keys_:
+        answer = tier.lookup(k, ReqContext("r"))
+        for _ in range(10_000):
+            if answer is not LookupResult.RETRY:
+                break
+            time.sleep(0.001)
+            answer = tier.lookup(k, ReqContext("r"))
+        answers.append(answer)
+    return answers
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    reason = missing_reason()
+    if reason is not None:
+        skip_unless_required("redis", reason)
+    server = RedisServer(tmp_path_factory.mktemp("redis"), "--maxmemory-policy", "allkeys-lru")
+    yield server.url
+    server.stop()
+
+
+@pytest.mark.parametrize("kind", ["file", "redis"])
 @pytest.mark.parametrize("pair", ["model", "tp-rank"])
-def test_two_vllm_engines_on_one_root_share_nothing_and_each_restart_reuses_its_own(tmp_path: Path, pair: str) -> None:
-    root = tmp_path / "shared"
+def test_two_vllm_engines_on_one_storage_share_nothing_and_each_restart_reuses_its_own(
+    tmp_path: Path, request: pytest.FixtureRequest, pair: str, kind: str
+) -> None:
+    tier: dict[str, object] = (
+        {"kind": "file", "path": str(tmp_path / "shared"), "capacity": CHUNKS}
+        if kind == "file"
+        else {"kind": "redis", "url": request.getfixturevalue("redis_url"), "namespace": f"identity-{pair}", "io_threads": 2}
+    )
     first_engine, second_engine = OTHER_ENGINES[pair]
     first_config, second_config = first_engine(), second_engine()
     primary = np.random.default_rng(0).integers(0, 256, (CHUNKS, CHUNK_BYTES), dtype=np.uint8)
-    first = tier_of(first_config, primary, root)
+    first = tier_of(first_config, primary, tier)
     first.submit_store(job(1, keys(1, 2), [0, 1]))
     assert finished(first, 1).success
     first.shutdown()
-    second = tier_of(second_config, np.zeros_like(primary), root)
+    second = tier_of(second_config, np.zeros_like(primary), tier)
     try:
-        assert [second.lookup(k, ReqContext("r")) for k in keys(1, 2)] == [LookupResult.MISS] * 2
+        assert _settled(second, keys(1, 2)) == [LookupResult.MISS] * 2
     finally:
         second.shutdown()
     restarted_primary = np.zeros_like(primary)
-    restarted = tier_of(first_config, restarted_primary, root)
+    restarted = tier_of(first_config, restarted_primary, tier)
     try:
-        assert [restarted.lookup(k, ReqContext("r")) for k in keys(1, 2)] == [LookupResult.HIT] * 2
+        assert _settled(restarted, keys(1, 2)) == [LookupResult.HIT] * 2
         restarted.submit_load(job(2, keys(1, 2), [3, 4]))
         assert finished(restarted, 2).success
         assert np.array_equal(restarted_primary[3:5], primary[0:2])
