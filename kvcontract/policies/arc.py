@@ -102,7 +102,7 @@ class ARCPolicy(PolicyBase):
         """
         b1, b2, t1 = self._b1, self._b2, self._t1
         if not (b1.keys().isdisjoint(keys) and b2.keys().isdisjoint(keys)):
-            super()._place_all(keys)
+            self._place_each(keys)
             return
         over = len(t1) + self._parked_t1 + len(b1) - self._capacity
         for key in keys:
@@ -110,6 +110,22 @@ class ARCPolicy(PolicyBase):
         drop_oldest = b1.popitem
         for _ in range(min(max(0, len(keys) + min(over, 0)), len(b1))):
             drop_oldest(False)  # positional: a keyword argument costs a third more per call
+
+    def _place_each(self, keys: Sequence[OffloadKey]) -> None:
+        """``_place`` for each of ``keys``, a ghost list remembering some: the others inline.
+
+        Most keys of such a batch are new; filing them here rather than through ``_place``
+        saves a call per key (measured in the note of the vLLM 0.34 issue's ARC cell).
+        """
+        b1, b2, t1 = self._b1, self._b2, self._t1
+        capacity, place = self._capacity, self._place
+        for key in keys:
+            if key in b1 or key in b2:
+                place(key)
+            else:
+                t1[key] = None
+                if b1 and len(t1) + self._parked_t1 + len(b1) > capacity:
+                    b1.popitem(False)  # positional: a keyword argument costs a third more per call
 
     @override
     def _place(self, key: OffloadKey) -> None:
