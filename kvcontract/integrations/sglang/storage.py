@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from sglang.srt.mem_cache.hicache_storage import (
@@ -32,7 +32,6 @@ from sglang.srt.mem_cache.hicache_storage import (
     PoolTransfer,
     PoolTransferResult,
 )
-from sglang.srt.observability.metrics_collector import StorageMetrics
 from typing_extensions import override
 
 from kvcontract.assembly import build_tier
@@ -43,6 +42,9 @@ from kvcontract.integrations.sglang.page_table import HostPool, PageTable, Stagi
 from kvcontract.managers import TierStats
 from kvcontract.metrics import MetricSample, tier_samples
 from kvcontract.tiers import FileTier, RedisTier
+
+if TYPE_CHECKING:
+    from sglang.srt.observability.metrics_collector import StorageMetrics
 
 __all__ = ["KVContractHiCacheStorage"]
 
@@ -56,6 +58,13 @@ _V2_REFUSAL = (
     "hybrid pools (sliding window, Mamba, draft or sidecar pools: the *_v2 calls) are not supported: "
     "use an SGLang storage backend with v2 support for it"
 )
+
+
+def _storage_metrics() -> StorageMetrics:
+    """An empty ``StorageMetrics``; its module imports SGLang's whole server, so only when a backend is built."""
+    from sglang.srt.observability.metrics_collector import StorageMetrics
+
+    return StorageMetrics()
 
 
 class KVContractHiCacheStorage(HiCacheStorage):
@@ -74,7 +83,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
         self._results: dict[int, bool] = {}
         self._lost: dict[int, list[int]] = {}
         self._counts = dict.fromkeys(_COUNTERS, 0)
-        self._interval = StorageMetrics()
+        self._interval = _storage_metrics()
         self._scratch_lock = threading.Lock()
         self._pool: Any = None
         self._table: PageTable | None = None
@@ -338,7 +347,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
     def get_stats(self) -> StorageMetrics:
         """SGLang's storage metrics since its last call: pages and bandwidth (GB/s) per prefetch and backup call."""
         with self._lock:
-            interval, self._interval = self._interval, StorageMetrics()
+            interval, self._interval = self._interval, _storage_metrics()
         return interval
 
     def tier_stats(self) -> TierStats:
