@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sglang.srt.mem_cache.hicache_storage import HiCacheStorageConfig
-
 from kvcontract.config import ConfigError, IdentityConfig
 from kvcontract.contracts import BlockIdentity
+from kvcontract.integrations.sglang.hicache_api import HiCacheStorageConfig
 from kvcontract.integrations.sglang.options import SOURCE
 
 __all__ = ["PoolGeometry", "sglang_identity"]

@@ -65,7 +65,7 @@ def backend_options(extra_config: Mapping[str, object] | None, page_bytes: int) 
         raise ConfigError(SOURCE, [f"kvcontract.{key}: unknown key; known: {', '.join(sorted(_SECTION_KEYS))}" for key in bad])
     timeout = fields.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
     staging = fields.get("staging_pages", DEFAULT_STAGING_PAGES)
-    problems = []
+    problems: list[str] = []
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         problems.append(f"kvcontract.timeout_seconds: give a number of seconds above 0, got {timeout!r}")
     if isinstance(staging, bool) or not isinstance(staging, int) or staging < 1:

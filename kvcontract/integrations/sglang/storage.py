@@ -21,21 +21,22 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-from sglang.srt.mem_cache.hicache_storage import (
-    HiCacheStorage,
-    HiCacheStorageConfig,
-    HiCacheStorageExtraInfo,
-    PoolName,
-    PoolTransfer,
-    PoolTransferResult,
-)
 from typing_extensions import override
 
 from kvcontract.assembly import build_tier
 from kvcontract.contracts import BlockIdentity, LookupResult, OffloadKey, SecondaryTier, TierJob, make_offload_key
+from kvcontract.integrations.sglang.hicache_api import (
+    HiCacheStorage,
+    HiCacheStorageConfig,
+    HiCacheStorageExtraInfo,
+    PoolTransfer,
+    PoolTransferResult,
+    StorageMetrics,
+    new_storage_metrics,
+)
 from kvcontract.integrations.sglang.identity import PoolGeometry, sglang_identity
 from kvcontract.integrations.sglang.options import BackendOptions, backend_options
 from kvcontract.integrations.sglang.page_table import HostPool, PageTable, StagingRows, page_table
@@ -43,14 +44,13 @@ from kvcontract.managers import TierStats
 from kvcontract.metrics import MetricSample, tier_samples
 from kvcontract.tiers import FileTier, RedisTier
 
-if TYPE_CHECKING:
-    from sglang.srt.observability.metrics_collector import StorageMetrics
-
 __all__ = ["KVContractHiCacheStorage"]
 
 _log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.0002
 """Pause between polls of the tier while a call waits: well below a page's file I/O."""
+_KV_POOL = "kv"
+"""SGLang's name of the full-attention KV pool (``PoolName.KV``): the one pool the backend serves."""
 _COUNTERS = ("hits", "promoted", "written", "bytes_read", "bytes_written", "failed_jobs", "lookups", "promotion_failures", "cascade_failures")
 """The tier counters of :class:`kvcontract.managers.TierStats` the backend keeps itself."""
 _V2_REFUSAL = (
@@ -58,13 +58,6 @@ _V2_REFUSAL = (
     "hybrid pools (sliding window, Mamba, draft or sidecar pools: the *_v2 calls) are not supported: "
     "use an SGLang storage backend with v2 support for it"
 )
-
-
-def _storage_metrics() -> StorageMetrics:
-    """An empty ``StorageMetrics``; its module imports SGLang's whole server, so only when a backend is built."""
-    from sglang.srt.observability.metrics_collector import StorageMetrics
-
-    return StorageMetrics()
 
 
 class KVContractHiCacheStorage(HiCacheStorage):
@@ -83,7 +76,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
         self._results: dict[int, bool] = {}
         self._lost: dict[int, list[int]] = {}
         self._counts = dict.fromkeys(_COUNTERS, 0)
-        self._interval = _storage_metrics()
+        self._interval = new_storage_metrics()
         self._scratch_lock = threading.Lock()
         self._pool: Any = None
         self._table: PageTable | None = None
@@ -123,7 +116,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
 
     @override
     def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
-        if str(host_pool_name) != PoolName.KV.value:
+        if str(host_pool_name) != _KV_POOL:
             raise ValueError(f"{_V2_REFUSAL} (pool {host_pool_name})")
         super().register_mem_host_pool_v2(host_pool, host_pool_name)
 
@@ -182,7 +175,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
     def _pages(self, host_indices: torch.Tensor, count: int) -> list[int]:
         """The host pool's page of each key: SGLang gives ``page_size`` token indices per page."""
         size = int(self._pool.page_size)
-        starts: list[int] = host_indices[: count * size : size].tolist()
+        starts: list[int] = host_indices[: count * size : size].numpy().tolist()
         return [start // size for start in starts]
 
     def _transfer(self, keys: Sequence[str], pages: Sequence[int], *, store: bool) -> list[bool]:
@@ -347,7 +340,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
     def get_stats(self) -> StorageMetrics:
         """SGLang's storage metrics since its last call: pages and bandwidth (GB/s) per prefetch and backup call."""
         with self._lock:
-            interval, self._interval = self._interval, _storage_metrics()
+            interval, self._interval = self._interval, new_storage_metrics()
         return interval
 
     def tier_stats(self) -> TierStats:

@@ -12,9 +12,12 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.machinery
 import sys
 import types
+
+from typing_extensions import override
 
 __all__ = ["install_stand_ins"]
 
@@ -41,6 +44,7 @@ class _Name(type):
 class _AbsentModule(types.ModuleType):
     """Stands in for a torchvision module: any name it is asked for is an empty class."""
 
+    @override
     def __getattr__(self, name: str) -> type:
         if name.startswith("__"):
             raise AttributeError(name)
@@ -52,8 +56,7 @@ def install_stand_ins() -> None:
     if "torchvision" in sys.modules:
         return
     try:
-        import torchvision  # noqa: F401  (a working install needs no stand-in)
-
+        importlib.import_module("torchvision")  # a working install needs no stand-in
         return
     except Exception:  # missing, or its wheel does not load on the CPU torch
         sys.modules.pop("torchvision", None)
@@ -65,4 +68,4 @@ def install_stand_ins() -> None:
         parent, _, child = name.rpartition(".")
         if parent:
             setattr(sys.modules[parent], child, module)
-    sys.modules["torchvision"].__version__ = "0.0"
+    setattr(sys.modules["torchvision"], "__version__", "0.0")

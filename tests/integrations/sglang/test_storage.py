@@ -52,7 +52,7 @@ def test_pages_round_trip_byte_exact_on_every_mha_layout(tmp_path: Path, layout:
 @pytest.mark.parametrize("layout", MLA_LAYOUTS)
 def test_mla_pages_round_trip_and_one_writer(tmp_path: Path, layout: str) -> None:
     pool = mla_pool(layout)
-    store, keys, indices, expected = _stored(pool, tmp_path, layout, mla=True)
+    store, keys, _, expected = _stored(pool, tmp_path, layout, mla=True)
     assert store.zero_copy is ZERO_COPY[layout]
     reader_pool = mla_pool(layout)
     reader = backend(reader_pool, storage_config(tmp_path, layout=layout, mla=True, tp_rank=1, tp_size=2))
@@ -92,7 +92,7 @@ def test_a_load_writes_no_byte_outside_the_host_indices_it_was_given(tmp_path: P
     assert store.batch_get_v1(keys[1:2], targets) == [True]
     changed = (before.view(torch.uint8) != pool.kv_buffer.view(torch.uint8)).nonzero()
     token_axis = {"layer_first": 2, "page_first": 1}[layout]
-    assert changed.numel() and set(changed[:, token_axis].tolist()) <= set(targets.tolist())
+    assert changed.numel() and set(changed[:, token_axis].tolist()) <= set(targets.numpy().tolist())
 
 
 def test_a_backend_attached_to_a_tier_holding_pages_finds_them_at_once(tmp_path: Path) -> None:
@@ -147,7 +147,7 @@ def test_another_model_rank_or_layout_gets_none(tmp_path: Path, other: dict[str,
 @pytest.mark.parametrize("layout", ["page_first", "layer_first"])
 def test_corrupted_values_are_misses_never_bytes_in_the_host_pool(tmp_path: Path, layout: str) -> None:
     pool = mha_pool(layout)
-    store, keys, indices, expected = _stored(pool, tmp_path, layout)
+    store, keys, _, expected = _stored(pool, tmp_path, layout)
     store.close()
     for path in tmp_path.rglob("*"):
         if path.is_file() and not path.name.startswith("."):
