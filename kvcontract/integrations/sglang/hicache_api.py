@@ -20,7 +20,6 @@ __all__ = [
     "HiCacheStorageExtraInfo",
     "PoolTransfer",
     "PoolTransferResult",
-    "StorageMetrics",
     "new_storage_metrics",
 ]
 
@@ -55,7 +54,7 @@ if TYPE_CHECKING:
     class PoolTransferResult:
         """A v2 existence answer."""
 
-    class StorageMetrics:
+    class StorageMetrics:  # at run time only through new_storage_metrics: its module imports SGLang's server
         """SGLang's storage metrics of one interval: pages and GB/s per prefetch and backup call."""
 
         prefetch_pgs: list[int]

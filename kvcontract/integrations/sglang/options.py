@@ -20,7 +20,7 @@ from pydantic import ByteSize, TypeAdapter, ValidationError
 
 from kvcontract.config import ConfigError, FileTierConfig, KVContractConfig, RedisTierConfig, TieringManagerConfig, load_config
 
-__all__ = ["BackendOptions", "backend_options"]
+__all__ = ["BackendOptions", "backend_options", "check_keys"]
 
 SOURCE = "hicache-storage-backend-extra-config"
 _SGLANG_KEYS = frozenset({"backend_name", "module_path", "class_name", "interface_v1"})
@@ -48,8 +48,8 @@ class BackendOptions:
         return manager.secondary[0]
 
 
-def backend_options(extra_config: Mapping[str, object] | None, page_bytes: int) -> BackendOptions:
-    """The options in SGLang's extra config, a tier's size capacity as pages of ``page_bytes``; one ``ConfigError`` naming every bad key."""
+def check_keys(extra_config: Mapping[str, object] | None) -> dict[str, object]:
+    """The ``kvcontract`` section of SGLang's extra config (read from ``config_file`` if given), after refusing every unknown key."""
     extra = dict(extra_config or {})
     unknown = sorted(key for key in extra if key not in _SGLANG_KEYS | _OWN_KEYS)
     if unknown:
@@ -63,6 +63,12 @@ def backend_options(extra_config: Mapping[str, object] | None, page_bytes: int) 
     bad = sorted(key for key in fields if key not in _SECTION_KEYS)
     if bad:
         raise ConfigError(SOURCE, [f"kvcontract.{key}: unknown key; known: {', '.join(sorted(_SECTION_KEYS))}" for key in bad])
+    return fields
+
+
+def backend_options(extra_config: Mapping[str, object] | None, page_bytes: int) -> BackendOptions:
+    """The options in SGLang's extra config, a tier's size capacity as pages of ``page_bytes``; one ``ConfigError`` naming every bad key."""
+    fields = check_keys(extra_config)
     timeout = fields.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
     staging = fields.get("staging_pages", DEFAULT_STAGING_PAGES)
     problems: list[str] = []

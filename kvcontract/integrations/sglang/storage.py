@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from typing_extensions import override
@@ -34,15 +34,17 @@ from kvcontract.integrations.sglang.hicache_api import (
     HiCacheStorageExtraInfo,
     PoolTransfer,
     PoolTransferResult,
-    StorageMetrics,
     new_storage_metrics,
 )
 from kvcontract.integrations.sglang.identity import PoolGeometry, sglang_identity
-from kvcontract.integrations.sglang.options import BackendOptions, backend_options
+from kvcontract.integrations.sglang.options import BackendOptions, backend_options, check_keys
 from kvcontract.integrations.sglang.page_table import HostPool, PageTable, StagingRows, page_table
 from kvcontract.managers import TierStats
 from kvcontract.metrics import MetricSample, tier_samples
 from kvcontract.tiers import FileTier, RedisTier
+
+if TYPE_CHECKING:
+    from kvcontract.integrations.sglang.hicache_api import StorageMetrics
 
 __all__ = ["KVContractHiCacheStorage"]
 
@@ -70,7 +72,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
 
     def __init__(self, storage_config: HiCacheStorageConfig, kwargs: Mapping[str, object] | None = None) -> None:
         self._config = storage_config
-        backend_options(storage_config.extra_config, page_bytes=1)  # refuses unknown keys before SGLang goes on
+        check_keys(storage_config.extra_config)  # refused before SGLang goes on; sizes need the pool's page bytes
         self._lock = threading.Lock()
         self._job_ids = itertools.count()
         self._results: dict[int, bool] = {}
