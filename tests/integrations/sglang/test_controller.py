@@ -9,9 +9,10 @@ hand the operation to the I/O thread) exactly as ``UnifiedRadixCache`` does.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,18 +90,24 @@ def _prefetch(controller: Any, tokens: list[int]) -> tuple[Any, torch.Tensor | N
         operation.completed_tokens = ack.completed_tokens
 
 
+@contextlib.contextmanager
+def _attached(root: Path, layout: str = "page_first", model: str = "org/model") -> Generator[Any, None, None]:
+    """A controller with the backend attached, detached (its threads stopped, the tier shut down) on leaving."""
+    controller = _controller_on(root, layout, model)
+    try:
+        yield controller
+    finally:
+        controller.detach_storage_backend()
+
+
 @pytest.mark.parametrize("layout", ["page_first", "layer_first"])
 def test_the_controller_backs_up_and_another_instance_prefetches_byte_exact(tmp_path: Path, layout: str) -> None:
     tokens = list(range(1000, 1000 + 5 * PAGE))
-    writer = _controller_on(tmp_path, layout)
-    try:
+    with _attached(tmp_path, layout) as writer:
         assert isinstance(writer.storage_backend, KVContractHiCacheStorage)
         assert writer.page_set_func.__name__ == "_page_set_zero_copy"  # interface_v1: SGLang's zero-copy calls
         _, pages = _backup(writer, tokens)
-    finally:
-        writer.detach_storage_backend()
-    reader = _controller_on(tmp_path, layout)
-    try:
+    with _attached(tmp_path, layout) as reader:
         operation, landed = _prefetch(reader, tokens)
         assert operation.storage_hit_count == len(tokens)
         assert landed is not None and operation.completed_tokens == len(tokens)
@@ -108,32 +115,20 @@ def test_the_controller_backs_up_and_another_instance_prefetches_byte_exact(tmp_
         assert [page_bytes(host, int(landed[i])) for i in range(0, len(tokens), PAGE)] == pages
         missing, _ = _prefetch(reader, list(range(5 * PAGE)))
         assert missing.storage_hit_count == 0
-    finally:
-        reader.detach_storage_backend()
 
 
 def test_the_controller_of_another_model_prefetches_nothing(tmp_path: Path) -> None:
     tokens = list(range(2000, 2000 + 3 * PAGE))
-    writer = _controller_on(tmp_path, "page_first")
-    try:
+    with _attached(tmp_path) as writer:
         _backup(writer, tokens)
-    finally:
-        writer.detach_storage_backend()
-    stranger = _controller_on(tmp_path, "page_first", model="org/other")
-    try:
+    with _attached(tmp_path, model="org/other") as stranger:
         operation, _ = _prefetch(stranger, tokens)
         assert operation.storage_hit_count == 0
-    finally:
-        stranger.detach_storage_backend()
 
 
 def test_a_prefix_stored_half_prefetches_only_that_half(tmp_path: Path) -> None:
     tokens = list(range(3000, 3000 + 4 * PAGE))
-    writer = _controller_on(tmp_path, "page_first")
-    try:
+    with _attached(tmp_path) as writer:
         _backup(writer, tokens[: 2 * PAGE])
         operation, _ = _prefetch(writer, tokens)
         assert operation.storage_hit_count == 2 * PAGE  # batch_exists: hits up to the first miss
-    finally:
-        writer.detach_storage_backend()
-
