@@ -5,7 +5,8 @@ SGLang hands the whole extra config to the backend: its own keys (``backend_name
 ``kvcontract`` (a mapping: ``tier``, a kvcontract tier config, and optionally ``identity``,
 ``timeout_seconds`` and ``staging_pages``) or ``config_file`` (a YAML or JSON file
 holding that mapping). Any other key is refused, naming it, so a typo never passes silently.
-A tier's ``capacity`` may be a size (``"200GiB"``): it becomes pages of this pool's page bytes.
+A tier's ``capacity`` is a size (``"200GiB"``) or a number of pages; the tier counts blocks
+(a page is one block, or two on the zero-copy path of a K/V pool), so either becomes blocks here.
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ def check_keys(extra_config: Mapping[str, object] | None) -> dict[str, object]:
     return fields
 
 
-def backend_options(extra_config: Mapping[str, object] | None, page_bytes: int) -> BackendOptions:
-    """The options in SGLang's extra config, a tier's size capacity as pages of ``page_bytes``; one ``ConfigError`` naming every bad key."""
+def backend_options(extra_config: Mapping[str, object] | None, block_bytes: int, blocks_per_page: int) -> BackendOptions:
+    """The options in SGLang's extra config, the tier's capacity in blocks of ``block_bytes``; one ``ConfigError`` naming every bad key."""
     fields = check_keys(extra_config)
     timeout = fields.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
     staging = fields.get("staging_pages", DEFAULT_STAGING_PAGES)
@@ -79,7 +80,8 @@ def backend_options(extra_config: Mapping[str, object] | None, page_bytes: int) 
     if problems:
         raise ConfigError(SOURCE, problems)
     assert isinstance(timeout, (int, float)) and isinstance(staging, int)  # checked above
-    return BackendOptions(_tier_config(fields.get("tier"), fields.get("identity"), page_bytes), float(timeout), staging)
+    tier = _tier_config(fields.get("tier"), fields.get("identity"), block_bytes, blocks_per_page)
+    return BackendOptions(tier, float(timeout), staging)
 
 
 def _read(path: str) -> object:
@@ -90,20 +92,22 @@ def _read(path: str) -> object:
         raise ConfigError(SOURCE, [f"config_file: cannot read {path}: {error}"]) from None
 
 
-def _tier_config(tier: object, identity: object, page_bytes: int) -> KVContractConfig:
-    """A kvcontract config whose one secondary tier is ``tier``, its capacity in pages."""
+def _tier_config(tier: object, identity: object, block_bytes: int, blocks_per_page: int) -> KVContractConfig:
+    """A kvcontract config whose one secondary tier is ``tier``, its capacity in blocks."""
     if not isinstance(tier, Mapping):
         raise ConfigError(SOURCE, ['kvcontract.tier: give a kvcontract tier config, e.g. {"kind": "file", "path": ..., "capacity": "100GiB"}'])
     fields = {str(key): value for key, value in cast("Mapping[object, object]", tier).items()}  # checked: a mapping
     capacity = fields.get("capacity")
     if isinstance(capacity, str):
         try:
-            pages = int(_SIZE.validate_python(capacity)) // page_bytes
+            blocks = int(_SIZE.validate_python(capacity)) // (block_bytes * blocks_per_page) * blocks_per_page
         except ValidationError:
             raise ConfigError(SOURCE, [f"kvcontract.tier.capacity: {capacity!r} is not a size such as '100GiB' or a page count"]) from None
-        if pages < 1:
-            raise ConfigError(SOURCE, [f"kvcontract.tier.capacity: {capacity!r} holds no page of {page_bytes} bytes"])
-        fields["capacity"] = pages
+        if blocks < 1:
+            raise ConfigError(SOURCE, [f"kvcontract.tier.capacity: {capacity!r} holds no page of {block_bytes * blocks_per_page} bytes"])
+        fields["capacity"] = blocks
+    elif isinstance(capacity, int) and not isinstance(capacity, bool):
+        fields["capacity"] = capacity * blocks_per_page
     base: dict[str, object] = {"manager": {"kind": "tiering", "secondary": [fields]}}
     if identity is not None:
         base["identity"] = identity

@@ -87,6 +87,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
         self._options: BackendOptions | None = None
         self._identity: BlockIdentity | None = None
         self._scratch: int | None = None
+        self._scratch_indices: torch.Tensor | None = None
 
     @override
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
@@ -94,7 +95,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
         pool: HostPool = mem_pool_host
         page_num = int(mem_pool_host.size) // pool.page_size
         probe = page_table(pool, page_num, staging_pages=1)
-        self._options = options = backend_options(self._config.extra_config, page_bytes=probe.row_bytes * probe.regions)
+        self._options = options = backend_options(self._config.extra_config, probe.row_bytes, probe.regions)
         table = probe if not probe.staged else page_table(pool, page_num, options.staging_pages)
         geometry = PoolGeometry(
             layout=pool.layout,
@@ -109,7 +110,8 @@ class KVContractHiCacheStorage(HiCacheStorage):
         self._tier = build_tier(options.tier, options.config, table.rows, identity=self._identity)
         self._pool, self._table = mem_pool_host, table
         self._staging = StagingRows(int(table.rows.shape[0])) if table.staged else None
-        scratch = mem_pool_host.alloc(pool.page_size)
+        scratch: torch.Tensor | None = mem_pool_host.alloc(pool.page_size)
+        self._scratch_indices = scratch
         self._scratch = None if scratch is None else int(scratch[0]) // pool.page_size
         _log.info(
             "kvcontract HiCache backend: %s on %s, %s path, identity %s",
@@ -361,6 +363,9 @@ class KVContractHiCacheStorage(HiCacheStorage):
         return iter(tier_samples(self.tier_stats(), "sglang"))
 
     def close(self) -> None:
-        """SGLang's detach: finish the tier's jobs and release it."""
+        """SGLang's detach: finish the tier's jobs, release it, and give the old calls' page back to the pool."""
         if self._tier is not None:
             self._tier.shutdown()
+        if self._scratch_indices is not None:
+            self._pool.free(self._scratch_indices)
+            self._scratch_indices = None

@@ -17,6 +17,7 @@ from kvcontract.config import ConfigError
 from kvcontract.contracts import LookupResult, OffloadKey, SecondaryTier, TierJob, TransferResult
 from kvcontract.integrations.sglang import UnsupportedSGLangError, check_sglang_version
 from kvcontract.metrics import MetricsCollector
+from kvcontract.tiers import FileTier
 from tests.integrations.sglang.support import (
     MHA_LAYOUTS,
     MLA_LAYOUTS,
@@ -266,3 +267,13 @@ def test_a_hung_tier_costs_misses_within_the_timeout_and_no_second_lost_job(tmp_
     stalled.released.set()
     assert store.batch_exists(keys_for("hung", 2)) == 2  # the lost jobs reported: the fence lifts
     assert store.batch_set_v1(keys_for("next", 1), indices[:PAGE]) == [True]
+
+
+@pytest.mark.parametrize(("layout", "blocks_per_page"), [("page_first", 2), ("layer_first", 1)])
+def test_a_capacity_counts_pages_whatever_the_path(tmp_path: Path, layout: str, blocks_per_page: int) -> None:
+    pool = mha_pool(layout)
+    page = len(page_bytes(pool, 0))
+    for capacity in (f"{5 * page}B", 5):
+        store = backend(pool, storage_config(tmp_path, layout=layout, tier={"kind": "file", "path": str(tmp_path), "capacity": capacity}))
+        assert isinstance(store.tier, FileTier) and store.tier.capacity == 5 * blocks_per_page
+        store.close()
