@@ -148,19 +148,40 @@ class KVContractHiCacheStorage(HiCacheStorage):
         digest = key.encode()
         return [make_offload_key(digest, region) for region in range(self._table.regions)]
 
-    def _present(self, key: str) -> bool:
-        return all(self.tier.lookup(part) is LookupResult.HIT for part in self._keys(key))
-
     @override
     def batch_exists(self, keys: list[str], extra_info: HiCacheStorageExtraInfo | None = None) -> int:
-        if self._fenced():
+        if self._fenced() or not keys:
             return 0
-        for count, key in enumerate(keys):
-            self._counts["lookups"] += 1
-            if not self._present(key):
-                return count
-            self._counts["hits"] += 1
-        return len(keys)
+        hits = self._leading_hits([part for key in keys for part in self._keys(key)]) // self._regions()
+        with self._lock:
+            self._counts["lookups"] += min(hits + 1, len(keys))
+            self._counts["hits"] += hits
+        return hits
+
+    def _leading_hits(self, parts: Sequence[OffloadKey]) -> int:
+        """How many of ``parts`` are readable, from the first up to the first that is not.
+
+        A tier that asks its server (Redis) answers ``RETRY`` first: every key up to the first
+        certain miss is asked at once, and those still open are asked again until they are
+        answered or the timeout passes (then they are misses).
+        """
+        tier, retry, hit = self.tier, LookupResult.RETRY, LookupResult.HIT
+        answers: list[LookupResult] = [retry] * len(parts)
+        deadline = time.monotonic() + self._timeout()
+        while True:
+            for index, part in enumerate(parts):
+                if answers[index] is retry:
+                    answers[index] = tier.lookup(part)
+                if answers[index] is not hit and answers[index] is not retry:
+                    break
+            first = next((index for index, answer in enumerate(answers) if answer is not hit), len(parts))
+            if first == len(parts) or answers[first] is not retry or time.monotonic() >= deadline:
+                return first
+            time.sleep(_POLL_SECONDS)
+
+    def _regions(self) -> int:
+        assert self._table is not None  # every caller runs after register_mem_pool_host
+        return self._table.regions
 
     @override
     def exists(self, key: str) -> bool:
