@@ -30,7 +30,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.mark.parametrize("layout", ["page_first", "layer_first"])
 def test_pages_stored_in_redis_reach_a_new_instance_byte_exact(redis_url: str, tmp_path: Path, layout: str) -> None:
-    tier = {"kind": "redis", "url": redis_url, "namespace": f"sglang-{layout}", "io_threads": 2}
+    tier: dict[str, object] = {"kind": "redis", "url": redis_url, "namespace": f"sglang-{layout}", "io_threads": 2}
     pool = mha_pool(layout)
     store = backend(pool, storage_config(tmp_path, layout=layout, tier=tier))
     assert isinstance(store.tier, RedisTier)
