@@ -22,6 +22,7 @@ import torch
 __all__ = ["HostPool", "PageTable", "StagingRows", "page_table"]
 
 ZERO_COPY_LAYOUTS = frozenset({"page_first", "page_first_direct", "page_head"})
+COPYING_LAYOUTS = frozenset({"layer_first"})
 
 
 class HostPool(Protocol):
@@ -96,6 +97,12 @@ class StagingRows:
 
 def page_table(pool: HostPool, page_num: int, staging_pages: int) -> PageTable:
     """The zero-copy table of ``pool`` when its layout allows one, else ``staging_pages`` staging rows of one page each."""
+    if pool.layout not in ZERO_COPY_LAYOUTS | COPYING_LAYOUTS:
+        served = ", ".join(sorted(ZERO_COPY_LAYOUTS | COPYING_LAYOUTS))
+        raise ValueError(
+            f"kvcontract's HiCache backend: SGLang's {pool.layout!r} host layout has no page view for storage; "
+            f"start SGLang with --hicache-mem-layout one of {served}"
+        )
     buffer = pool.kv_buffer
     if pool.layout in ZERO_COPY_LAYOUTS and isinstance(buffer, torch.Tensor) and buffer.is_contiguous():
         table = _in_place(pool, buffer, page_num)

@@ -277,3 +277,8 @@ def test_a_capacity_counts_pages_whatever_the_path(tmp_path: Path, layout: str, 
         store = backend(pool, storage_config(tmp_path, layout=layout, tier={"kind": "file", "path": str(tmp_path), "capacity": capacity}))
         assert isinstance(store.tier, FileTier) and store.tier.capacity == 5 * blocks_per_page
         store.close()
+
+
+def test_a_host_layout_without_a_page_view_is_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="'page_unified' host layout has no page view for storage; start SGLang with --hicache-mem-layout"):
+        backend(mha_pool("page_unified"), storage_config(tmp_path, layout="page_unified"))
