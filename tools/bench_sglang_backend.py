@@ -116,6 +116,7 @@ def main() -> int:
         operation = SimpleNamespace(request_id="bench", is_terminated=lambda: False)
         ctl_ours, ctl_theirs = controller(ours, pool, size), controller(theirs, pool, size)
         ratios: dict[str, list[float]] = {"store wall": [], "store cpu": [], "load wall": [], "load cpu": []}
+        seconds: dict[str, list[float]] = {f"{side} {phase}": [] for side in ("kvcontract", "sglang") for phase in ("store", "load")}
         for number in range(args.rounds):
             keys = [hashlib.sha256(f"{number}:{i}".encode()).hexdigest() for i in range(pages)]
             sides = {
@@ -139,6 +140,8 @@ def main() -> int:
             finally:
                 gc.enable()
             for phase, at in (("store", 0), ("load", 1)):
+                for side in ("kvcontract", "sglang"):
+                    seconds[f"{side} {phase}"].append(times[side][at][0])
                 for clock, which in (("wall", 0), ("cpu", 1)):
                     ratios[f"{phase} {clock}"].append(times["sglang"][at][which] / times["kvcontract"][at][which])
             assert ours.batch_exists(keys) == pages and theirs.batch_exists(keys) == pages
@@ -150,6 +153,7 @@ def main() -> int:
             median = statistics.median(values)
             ok &= median >= TARGET
             print(f"  {name:<10} {median:6.2f}   (rounds: {' '.join(f'{v:.2f}' for v in values)})")
+        print("wall seconds per round, median: " + ", ".join(f"{name} {statistics.median(values) * 1e3:.1f} ms" for name, values in seconds.items()))
         ours.close()
         return 0 if ok else 1
     finally:
