@@ -88,7 +88,7 @@ def timed(work: Callable[[], object], expected: object) -> tuple[float, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--pages", type=int, default=64, help="pages per round (SGLang's calls take 128 at most)")
     parser.add_argument("--layers", type=int, default=8)
