@@ -14,16 +14,12 @@ import pytest
 
 from kvcontract.tiers import RedisTier
 from tests.integrations.sglang.support import PAGE, backend, fill_random, keys_for, mha_pool, page_bytes, storage_config
-from tests.required_parts import skip_unless_required
-from tests.tiers.redis.support import RedisServer, missing_reason
+from tests.tiers.redis.support import lru_server_or_skip
 
 
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    reason = missing_reason()
-    if reason is not None:
-        skip_unless_required("redis", reason)
-    server = RedisServer(tmp_path_factory.mktemp("redis"), "--maxmemory-policy", "allkeys-lru")
+    server = lru_server_or_skip(tmp_path_factory.mktemp("redis"))
     yield server.url
     server.stop()
 
