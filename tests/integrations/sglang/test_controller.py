@@ -132,3 +132,21 @@ def test_a_prefix_stored_half_prefetches_only_that_half(tmp_path: Path) -> None:
         _backup(writer, tokens[: 2 * PAGE])
         operation, _ = _prefetch(writer, tokens)
         assert operation.storage_hit_count == 2 * PAGE  # batch_exists: hits up to the first miss
+
+
+def test_a_tier_stopped_under_the_controller_costs_no_wrong_byte_and_no_hang(tmp_path: Path) -> None:
+    tokens = list(range(4000, 4000 + 3 * PAGE))
+    with _attached(tmp_path) as controller:
+        _backup(controller, tokens)
+        backend = controller.storage_backend
+        assert isinstance(backend, KVContractHiCacheStorage)
+        backend.tier.shutdown()
+        host = controller.mem_pool_host
+        fill_random(host, seed=99)
+        before = host.kv_buffer.clone()
+        operation, landed = _prefetch(controller, tokens)
+        assert landed is None or operation.completed_tokens == 0  # the stopped tier loads nothing...
+        assert torch.equal(before.view(torch.uint8), host.kv_buffer.view(torch.uint8))  # ...and writes no byte
+        fresh = list(range(PAGE))
+        controller.write_storage(host.alloc(PAGE), fresh, hash_value=_utils.get_storage_hash_str(fresh, None, page_size=PAGE))
+        assert controller.ack_backup_queue.get(timeout=WAIT).completed_tokens == 0
