@@ -1,7 +1,7 @@
 """The backend's keys in SGLang's ``--hicache-storage-backend-extra-config``, checked once at start.
 
 SGLang hands the whole extra config to the backend: its own keys (``backend_name``,
-``module_path``, ``class_name``, ``interface_v1``) beside kvcontract's. kvcontract's are
+``module_path``, ``class_name``, ``interface_v1``, ``allocator``) beside kvcontract's. kvcontract's are
 ``kvcontract`` (a mapping: ``tier``, a kvcontract tier config, and optionally ``identity``,
 ``timeout_seconds`` and ``staging_pages``) or ``config_file`` (a YAML or JSON file
 holding that mapping). Any other key is refused, naming it, so a typo never passes silently.
@@ -24,7 +24,9 @@ from kvcontract.config import ConfigError, FileTierConfig, KVContractConfig, Red
 __all__ = ["BackendOptions", "backend_options", "check_keys"]
 
 SOURCE = "hicache-storage-backend-extra-config"
-_SGLANG_KEYS = frozenset({"backend_name", "module_path", "class_name", "interface_v1"})
+_SGLANG_KEYS = frozenset({"backend_name", "module_path", "class_name", "interface_v1", "allocator"})
+"""SGLang's keys that stay in the extra config it hands the backend (``allocator`` picks its host allocator;
+``prefetch_*``, ``hicache_storage_pass_prefix_keys`` and ``tp_lcm_size`` it takes out before)."""
 _OWN_KEYS = frozenset({"kvcontract", "config_file"})
 _SECTION_KEYS = frozenset({"tier", "identity", "timeout_seconds", "staging_pages"})
 _SIZE = TypeAdapter(ByteSize)

@@ -282,3 +282,8 @@ def test_a_capacity_counts_pages_whatever_the_path(tmp_path: Path, layout: str, 
 def test_a_host_layout_without_a_page_view_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="'page_unified' host layout has no page view for storage; start SGLang with --hicache-mem-layout"):
         backend(mha_pool("page_unified"), storage_config(tmp_path, layout="page_unified"))
+
+
+def test_sglangs_own_keys_pass(tmp_path: Path) -> None:
+    store = backend(mha_pool("page_first"), storage_config(tmp_path, extra={"allocator": "default"}))
+    assert store.batch_exists(keys_for("none", 1)) == 0
