@@ -38,6 +38,7 @@ __all__ = [
     "contract_source",
     "manager_samples",
     "manager_source",
+    "tier_samples",
 ]
 
 MetricKind = Literal["counter", "gauge", "histogram"]
@@ -142,7 +143,7 @@ def manager_samples(stats: ManagerStats, labels: Mapping[str, str] | None = None
     samples.extend(_manager_counters(stats, labels or {}))
     if isinstance(stats, TieringStats):
         for position, tier in enumerate(stats.tiers, start=1):
-            samples.extend(_tier_samples(tier, f"{position}:{tier.name}"))
+            samples.extend(tier_samples(tier, f"{position}:{tier.name}"))
     return samples
 
 
@@ -173,7 +174,7 @@ def _manager_counters(stats: ManagerStats, labels: Mapping[str, str]) -> Iterato
         yield MetricSample(name + "_total", "counter", documentation, value, labels)
 
 
-def _tier_samples(tier: TierStats, label: str) -> Iterator[MetricSample]:
+def tier_samples(tier: TierStats, label: str) -> Iterator[MetricSample]:
     """The tiering family of one tier's stats, labelled ``tier=label``."""
     labels = {"tier": label}
     for name, value, documentation in (

@@ -21,6 +21,7 @@ import torch
 
 from kvcontract import OffloadKey, SecondaryTier, TierJob, TransferResult, make_offload_key
 from kvcontract.testing import example_identity
+from tests.required_parts import skip_unless_required
 from tests.tiers.conftest import drain as drain
 from tests.tiers.conftest import settle as settle
 
@@ -247,3 +248,11 @@ def redis_config(url: str, namespace: str) -> dict[str, object]:
             "secondary": [{"kind": "redis", "url": url, "namespace": namespace, "lookup_timeout": 5.0}],
         },
     }
+
+
+def lru_server_or_skip(directory: Path) -> RedisServer:
+    """A server in ``directory`` with Redis owning eviction (``allkeys-lru``), or a skip (a failure under ``KVCONTRACT_REQUIRE=redis``) without Redis."""
+    reason = missing_reason()
+    if reason is not None:
+        skip_unless_required("redis", reason)
+    return RedisServer(directory, "--maxmemory-policy", "allkeys-lru")

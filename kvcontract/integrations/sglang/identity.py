@@ -1,0 +1,72 @@
+"""The block identity of an SGLang rank, derived from ``HiCacheStorageConfig`` and the host pool.
+
+SGLang's page keys are SHA-256 chains of token ids with no model, dtype, layout or rank in
+them, so the identity carries those: SGLang's model name (tagged with the pool's page format
+where it has one), the pool's dtype, layers, heads, head size, page size and host layout,
+the bytes of a tier block, TP/PP/CP rank and size, and whether the model is MLA. MLA's KV is
+the same on every TP rank (one writer stores it, every rank reads it), so its identity leaves
+the TP position out; every other rank keeps its own pages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvcontract.config import ConfigError, IdentityConfig
+from kvcontract.contracts import BlockIdentity
+from kvcontract.integrations.sglang.hicache_api import HiCacheStorageConfig
+from kvcontract.integrations.sglang.options import SOURCE
+
+__all__ = ["PoolGeometry", "sglang_identity"]
+
+_FROM_SGLANG = ("model", "tp_size", "tp_rank", "pp_size", "pp_rank", "cp_size", "cp_rank")
+"""Identity fields SGLang's config decides; the backend's config leaves them out."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolGeometry:
+    """The host pool's facts that enter the identity, read once from SGLang's pool."""
+
+    layout: str
+    dtype: str
+    layers: int
+    heads: int
+    head_dim: int
+    page_size: int
+    regions: int
+
+
+def sglang_identity(config: HiCacheStorageConfig, pool: PoolGeometry, named: IdentityConfig, block_bytes: int) -> BlockIdentity:
+    """The identity of the ``block_bytes``-byte blocks this rank of the model ``config`` describes writes and reads."""
+    defaults = IdentityConfig()
+    given = [name for name in _FROM_SGLANG if getattr(named, name) != getattr(defaults, name)]
+    if given:
+        raise ConfigError(SOURCE, [f"kvcontract.identity.{name}: SGLang's config sets it under SGLang; leave it out" for name in given])
+    mla = config.is_mla_model
+    return BlockIdentity(
+        model=config.model_name or "",
+        revision=named.revision,
+        dtype=pool.dtype,
+        num_layers=pool.layers,
+        num_kv_heads=pool.heads,
+        head_dim=pool.head_dim,
+        block_tokens=pool.page_size,
+        offload_block_tokens=pool.page_size,
+        block_bytes=block_bytes,
+        kv_quantization=named.kv_quantization,
+        tp_size=1 if mla else config.tp_size,
+        tp_rank=0 if mla else config.tp_rank,
+        pp_size=config.pp_size,
+        pp_rank=config.pp_rank,
+        cp_size=config.attn_cp_size,
+        cp_rank=config.attn_cp_rank,
+        hash_scheme=named.hash_scheme or "sglang",
+        namespace=named.namespace,
+        layout_details=(
+            ("engine", "sglang"),
+            ("host_layout", pool.layout),
+            ("mla", str(mla)),
+            ("regions_per_page", str(pool.regions)),
+            ("dcp", f"{config.dcp_rank}/{config.dcp_size}"),
+        ),
+    )

@@ -1,0 +1,392 @@
+"""``KVContractHiCacheStorage``: a kvcontract tier as SGLang's HiCache storage layer (``interface_v1``).
+
+SGLang's prefetch, backup and I/O threads call the backend synchronously: ``batch_exists``
+(hits from the first key up to the first miss), then ``batch_get_v1`` / ``batch_set_v1`` with
+up to 128 pages and their token indices in the host pool. Each page becomes one tier job (a
+key per region of the page, see :mod:`.page_table`), so every page gets its own answer; a
+call submits its jobs and waits for them at most ``timeout_seconds``. A page whose job has not
+reported by then is a miss or a failed set, and the backend takes no new job until the lost
+one reports (its pages may still be in the tier's hands), so a hung tier costs SGLang misses,
+never a wait longer than the timeout or a second lost job.
+
+SGLang's older calls (``get``, ``set``, ``batch_get``, ``batch_set``, ``exists``) move whole
+flat pages through one page of the host pool the backend keeps for them, so they use the same
+tier jobs. Hybrid models' ``*_v2`` calls are refused at attach with one line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from typing_extensions import override
+
+from kvcontract.assembly import build_tier
+from kvcontract.contracts import BlockIdentity, LookupResult, OffloadKey, SecondaryTier, TierJob, make_offload_key
+from kvcontract.integrations.sglang.hicache_api import (
+    HiCacheStorage,
+    HiCacheStorageConfig,
+    HiCacheStorageExtraInfo,
+    PoolTransfer,
+    PoolTransferResult,
+    new_storage_metrics,
+)
+from kvcontract.integrations.sglang.identity import PoolGeometry, sglang_identity
+from kvcontract.integrations.sglang.options import BackendOptions, backend_options, check_keys
+from kvcontract.integrations.sglang.page_table import HostPool, PageTable, StagingRows, page_table
+from kvcontract.managers import TierStats
+from kvcontract.metrics import MetricSample, tier_samples
+from kvcontract.tiers import FileTier, RedisTier
+
+if TYPE_CHECKING:
+    from kvcontract.integrations.sglang.hicache_api import StorageMetrics
+
+__all__ = ["KVContractHiCacheStorage"]
+
+_log = logging.getLogger(__name__)
+_POLL_SECONDS = 0.0002
+"""Pause between polls of the tier while a call waits: well below a page's file I/O."""
+_KV_POOL = "kv"
+"""SGLang's name of the full-attention KV pool (``PoolName.KV``): the one pool the backend serves."""
+_COUNTERS = ("hits", "promoted", "written", "bytes_read", "bytes_written", "failed_jobs", "lookups", "promotion_failures", "cascade_failures")
+"""The tier counters of :class:`kvcontract.managers.TierStats` the backend keeps itself."""
+_V2_REFUSAL = (
+    "kvcontract's HiCache backend serves full-attention KV pages (interface_v1) only; this model's "
+    "hybrid pools (sliding window, Mamba, draft or sidecar pools: the *_v2 calls) are not supported: "
+    "use an SGLang storage backend with v2 support for it"
+)
+
+
+class KVContractHiCacheStorage(HiCacheStorage):
+    """SGLang's HiCache storage, backed by the kvcontract tier the extra config's ``kvcontract`` section names.
+
+    SGLang builds it as ``cls(storage_config, kwargs)`` and hands it the host pool with
+    ``register_mem_pool_host``; the tier, the page table and the block identity are built
+    then, so a tier that already holds this identity's pages serves them at the first call.
+    """
+
+    def __init__(self, storage_config: HiCacheStorageConfig, kwargs: Mapping[str, object] | None = None) -> None:
+        self._config = storage_config
+        check_keys(storage_config.extra_config)  # refused before SGLang goes on; sizes need the pool's page bytes
+        self._lock = threading.Lock()
+        self._job_ids = itertools.count()
+        self._results: dict[int, bool] = {}
+        self._lost: dict[int, list[int]] = {}
+        self._counts = dict.fromkeys(_COUNTERS, 0)
+        self._interval = new_storage_metrics()
+        self._scratch_lock = threading.Lock()
+        self._pool: Any = None
+        self._table: PageTable | None = None
+        self._staging: StagingRows | None = None
+        self._tier: SecondaryTier | None = None
+        self._options: BackendOptions | None = None
+        self._identity: BlockIdentity | None = None
+        self._scratch: int | None = None
+        self._scratch_indices: torch.Tensor | None = None
+
+    @override
+    def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        super().register_mem_pool_host(mem_pool_host)
+        pool: HostPool = mem_pool_host
+        page_num = int(mem_pool_host.size) // pool.page_size
+        probe = page_table(pool, page_num, staging_pages=1)
+        self._options = options = backend_options(self._config.extra_config, probe.row_bytes, probe.regions)
+        table = probe if not probe.staged else page_table(pool, page_num, options.staging_pages)
+        geometry = PoolGeometry(
+            layout=pool.layout,
+            dtype=str(pool.dtype).removeprefix("torch."),
+            layers=int(mem_pool_host.layer_num),
+            heads=int(getattr(mem_pool_host, "head_num", 1)),
+            head_dim=int(getattr(mem_pool_host, "head_dim", 0) or getattr(mem_pool_host, "kv_cache_dim", 0)),
+            page_size=pool.page_size,
+            regions=table.regions,
+        )
+        self._identity = sglang_identity(self._config, geometry, options.config.identity, table.row_bytes)
+        self._tier = build_tier(options.tier, options.config, table.rows, identity=self._identity)
+        self._pool, self._table = mem_pool_host, table
+        self._staging = StagingRows(int(table.rows.shape[0])) if table.staged else None
+        scratch: torch.Tensor | None = mem_pool_host.alloc(pool.page_size)
+        self._scratch_indices = scratch
+        self._scratch = None if scratch is None else int(scratch[0]) // pool.page_size
+        _log.info(
+            "kvcontract HiCache backend: %s on %s, %s path, identity %s",
+            type(self._tier).__name__, pool.layout, "copying" if table.staged else "zero-copy", self._identity.fingerprint_hex,
+        )
+
+    @override
+    def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
+        if str(host_pool_name) != _KV_POOL:
+            raise ValueError(f"{_V2_REFUSAL} (pool {host_pool_name})")
+        super().register_mem_host_pool_v2(host_pool, host_pool_name)
+
+    @property
+    def tier(self) -> SecondaryTier:
+        """The kvcontract tier serving as storage (after SGLang registered its host pool)."""
+        if self._tier is None:
+            raise RuntimeError("KVContractHiCacheStorage: SGLang has not registered its host pool yet (register_mem_pool_host)")
+        return self._tier
+
+    @property
+    def identity(self) -> BlockIdentity:
+        """The block identity of this rank's pages."""
+        if self._identity is None:
+            raise RuntimeError("KVContractHiCacheStorage: SGLang has not registered its host pool yet (register_mem_pool_host)")
+        return self._identity
+
+    @property
+    def zero_copy(self) -> bool:
+        """Whether the tier reads and writes the host pool in place (page-first layouts)."""
+        return self._table is not None and not self._table.staged
+
+    def _keys(self, key: str) -> list[OffloadKey]:
+        assert self._table is not None  # every caller runs after register_mem_pool_host
+        digest = key.encode()
+        return [make_offload_key(digest, region) for region in range(self._table.regions)]
+
+    @override
+    def batch_exists(self, keys: list[str], extra_info: HiCacheStorageExtraInfo | None = None) -> int:
+        if self._fenced() or not keys:
+            return 0
+        hits = self._leading_hits([part for key in keys for part in self._keys(key)]) // self._regions()
+        with self._lock:
+            self._counts["lookups"] += min(hits + 1, len(keys))
+            self._counts["hits"] += hits
+        return hits
+
+    def _leading_hits(self, parts: Sequence[OffloadKey]) -> int:
+        """How many of ``parts`` are readable, from the first up to the first that is not.
+
+        A tier that asks its server (Redis) answers ``RETRY`` first: every key up to the first
+        certain miss is asked at once, and those still open are asked again until they are
+        answered or the timeout passes (then they are misses).
+        """
+        tier, retry, hit = self.tier, LookupResult.RETRY, LookupResult.HIT
+        answers: list[LookupResult] = [retry] * len(parts)
+        deadline = time.monotonic() + self._timeout()
+        while True:
+            for index, part in enumerate(parts):
+                if answers[index] is retry:
+                    answers[index] = tier.lookup(part)
+                if answers[index] is not hit and answers[index] is not retry:
+                    break
+            first = next((index for index, answer in enumerate(answers) if answer is not hit), len(parts))
+            if first == len(parts) or answers[first] is not retry or time.monotonic() >= deadline:
+                return first
+            time.sleep(_POLL_SECONDS)
+
+    def _regions(self) -> int:
+        assert self._table is not None  # every caller runs after register_mem_pool_host
+        return self._table.regions
+
+    @override
+    def exists(self, key: str) -> bool:
+        return self.batch_exists([key]) == 1
+
+    @override
+    def batch_get_v1(self, keys: list[str], host_indices: torch.Tensor, extra_info: HiCacheStorageExtraInfo | None = None) -> list[bool]:
+        return self._transfer(keys, self._pages(host_indices, len(keys)), store=False)
+
+    @override
+    def batch_set_v1(self, keys: list[str], host_indices: torch.Tensor, extra_info: HiCacheStorageExtraInfo | None = None) -> list[bool]:
+        if not self._config.is_storage_writer:
+            return [True] * len(keys)  # MLA: one writer rank stores the page every rank reads
+        return self._transfer(keys, self._pages(host_indices, len(keys)), store=True)
+
+    def _pages(self, host_indices: torch.Tensor, count: int) -> list[int]:
+        """The host pool's page of each key: SGLang gives ``page_size`` token indices per page."""
+        size = int(self._pool.page_size)
+        starts: list[int] = host_indices[: count * size : size].numpy().tolist()
+        return [start // size for start in starts]
+
+    def _transfer(self, keys: Sequence[str], pages: Sequence[int], *, store: bool) -> list[bool]:
+        """Move ``keys`` between the tier and host pages ``pages``, one job per page; each page's answer."""
+        table = self._table
+        if table is None or len(pages) != len(keys) or self._fenced():
+            return [False] * len(keys)
+        rows = [table.page_rows(page) for page in pages] if not table.staged else self._lend(len(keys))
+        if rows is None:
+            return [False] * len(keys)
+        if table.staged and store:
+            for page, (row,) in zip(pages, rows):
+                table.rows[row].copy_(self._pool.get_data_page(page * self._pool.page_size, flat=True).view(torch.uint8))
+        started = time.perf_counter()
+        jobs = [TierJob(next(self._job_ids), self._keys(key), page_rows) for key, page_rows in zip(keys, rows)]
+        submitted = [self._submit(job, store) for job in jobs]
+        done = self._wait([job for job, ok in zip(jobs, submitted) if ok], time.monotonic() + self._timeout())
+        answers = [ok and done.get(job.job_id, False) for job, ok in zip(jobs, submitted)]
+        if table.staged:
+            for job, page, (row,), ok in zip(jobs, pages, rows, answers):
+                if ok and not store:
+                    self._pool.set_from_flat_data_page(page * self._pool.page_size, table.rows[row].view(self._pool.dtype))
+                if job.job_id not in self._lost:
+                    self._give_back([row])
+        self._account(answers, table, store, time.perf_counter() - started)
+        return answers
+
+    def _lend(self, count: int) -> list[list[int]] | None:
+        assert self._staging is not None  # the copying path has staging rows
+        rows = self._staging.take(count)
+        return None if rows is None else [[row] for row in rows]
+
+    def _give_back(self, rows: Sequence[int]) -> None:
+        if self._staging is not None:
+            self._staging.give_back(rows)
+
+    def _submit(self, job: TierJob, store: bool) -> bool:
+        try:
+            return self.tier.submit_store(job) if store else self.tier.submit_load(job)
+        except Exception as error:  # a tier's fault fails the page, never SGLang's thread
+            _log.warning("kvcontract HiCache backend: the tier refused job %d: %s", job.job_id, error)
+            return False
+
+    def _timeout(self) -> float:
+        assert self._options is not None  # set by register_mem_pool_host
+        return self._options.timeout_seconds
+
+    def _wait(self, jobs: Sequence[TierJob], deadline: float) -> dict[int, bool]:
+        """The success of each of ``jobs`` that reports by ``deadline``; the others become lost jobs."""
+        waiting = {job.job_id: job for job in jobs}
+        done: dict[int, bool] = {}
+        while True:
+            with self._lock:
+                self._collect()
+                for job_id in list(waiting):
+                    if job_id in self._results:
+                        done[job_id] = self._results.pop(job_id)
+                        del waiting[job_id]
+                if not waiting:
+                    return done
+                if time.monotonic() >= deadline:
+                    for job_id, job in waiting.items():
+                        self._lost[job_id] = list(job.host_block_ids) if self._staging is not None else []
+                    _log.warning(
+                        "kvcontract HiCache backend: %d tier jobs did not report within %.1f s; their pages are misses "
+                        "and no new job starts until they report",
+                        len(waiting), self._timeout(),
+                    )
+                    return done
+            time.sleep(_POLL_SECONDS)
+
+    def _collect(self) -> None:
+        """Take the tier's finished jobs; a lost job's report frees its staging rows. Lock held."""
+        for result in self.tier.get_finished():
+            rows = self._lost.pop(result.job_id, None)
+            if rows is None:
+                self._results[result.job_id] = result.success
+            else:
+                self._give_back(rows)
+
+    def _fenced(self) -> bool:
+        """Whether a lost job is still out (then no call starts a job)."""
+        if self._tier is None:
+            return True
+        with self._lock:
+            if self._lost:
+                self._collect()
+            return bool(self._lost)
+
+    def _account(self, answers: Sequence[bool], table: PageTable, store: bool, seconds: float) -> None:
+        moved = sum(answers)
+        nbytes = moved * table.row_bytes * table.regions
+        failed = len(answers) - moved
+        with self._lock:
+            if store:
+                self._counts["written"] += moved
+                self._counts["bytes_written"] += nbytes
+                self._counts["cascade_failures"] += failed
+                self._interval.backup_pgs.append(moved)
+                self._interval.backup_bandwidth.append(nbytes / seconds / 1e9 if seconds > 0 else 0.0)
+            else:
+                self._counts["promoted"] += moved
+                self._counts["bytes_read"] += nbytes
+                self._counts["promotion_failures"] += failed
+                self._interval.prefetch_pgs.append(moved)
+                self._interval.prefetch_bandwidth.append(nbytes / seconds / 1e9 if seconds > 0 else 0.0)
+            self._counts["failed_jobs"] += failed
+
+    def _scratch_page(self) -> int | None:
+        return self._scratch
+
+    @override
+    def get(self, key: str, target_location: Any | None = None, target_sizes: Any | None = None) -> torch.Tensor | None:
+        page = self._scratch_page()
+        if page is None or target_location is None:
+            return None
+        size = int(self._pool.page_size)
+        with self._scratch_lock:
+            if not self._transfer([key], [page], store=False)[0]:
+                return None
+            target: torch.Tensor = target_location
+            target.view(-1).copy_(self._pool.get_data_page(page * size, flat=True).view(target.dtype))
+        return target
+
+    @override
+    def batch_get(self, keys: list[str], target_locations: Any | None = None, target_sizes: Any | None = None) -> list[torch.Tensor | None]:
+        targets: Sequence[Any] = target_locations if target_locations is not None else [None] * len(keys)
+        return [self.get(key, target) for key, target in zip(keys, targets)]
+
+    @override
+    def set(self, key: str, value: Any | None = None, target_location: Any | None = None, target_sizes: Any | None = None) -> bool:
+        page = self._scratch_page()
+        if page is None or value is None:
+            return False
+        if not self._config.is_storage_writer:
+            return True
+        with self._scratch_lock:
+            data: torch.Tensor = value
+            self._pool.set_from_flat_data_page(page * int(self._pool.page_size), data.reshape(-1).view(self._pool.dtype))
+            return self._transfer([key], [page], store=True)[0]
+
+    @override
+    def batch_set(self, keys: list[str], values: Any | None = None, target_locations: Any | None = None, target_sizes: Any | None = None) -> bool:
+        given: Sequence[Any] = values if values is not None else [None] * len(keys)
+        return all(self.set(key, value) for key, value in zip(keys, given))
+
+    @override
+    def batch_exists_v2(
+        self, keys: list[str], pool_transfers: list[PoolTransfer] | None = None, extra_info: HiCacheStorageExtraInfo | None = None
+    ) -> PoolTransferResult:
+        raise NotImplementedError(_V2_REFUSAL)
+
+    @override
+    def batch_get_v2(self, transfers: list[PoolTransfer], extra_info: HiCacheStorageExtraInfo | None = None) -> dict[str, list[bool]]:
+        raise NotImplementedError(_V2_REFUSAL)
+
+    @override
+    def batch_set_v2(self, transfers: list[PoolTransfer], extra_info: HiCacheStorageExtraInfo | None = None) -> dict[str, list[bool]]:
+        raise NotImplementedError(_V2_REFUSAL)
+
+    @override
+    def get_stats(self) -> StorageMetrics:
+        """SGLang's storage metrics since its last call: pages and bandwidth (GB/s) per prefetch and backup call."""
+        with self._lock:
+            interval, self._interval = self._interval, new_storage_metrics()
+        return interval
+
+    def tier_stats(self) -> TierStats:
+        """The backend's counters in kvcontract's tier terms, with the tier's own checksum and identity counts."""
+        with self._lock:
+            counts = dict(self._counts)
+        tier = self._tier
+        checksum_failures = identity_mismatches = 0
+        if isinstance(tier, (FileTier, RedisTier)):
+            checks = tier.stats()
+            checksum_failures, identity_mismatches = checks.checksum_failures, checks.identity_mismatches
+        return TierStats("sglang", **counts, checksum_failures=checksum_failures, identity_mismatches=identity_mismatches)
+
+    def metrics_source(self) -> Iterator[MetricSample]:
+        """kvcontract's metrics of this backend, for :meth:`kvcontract.metrics.MetricsCollector.add` (``tier=sglang``)."""
+        return iter(tier_samples(self.tier_stats(), "sglang"))
+
+    def close(self) -> None:
+        """SGLang's detach: finish the tier's jobs, release it, and give the old calls' page back to the pool."""
+        if self._tier is not None:
+            self._tier.shutdown()
+        if self._scratch_indices is not None:
+            self._pool.free(self._scratch_indices)
+            self._scratch_indices = None

@@ -1,0 +1,34 @@
+"""The gate of the SGLang integration tests: run against SGLang's real modules, or skip for one reason.
+
+Without a supported SGLang (requirements/sglang.txt) every test module here but
+``test_sglang_available.py`` is left uncollected, and that one test skips with the reason;
+``KVCONTRACT_REQUIRE=sglang`` (CI sets it) turns the skip into a failure.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from tests.integrations.sglang.cpu_stand_ins import install_stand_ins
+
+
+def sglang_missing() -> str | None:
+    """Why SGLang's real modules cannot be used here, or ``None`` when they can."""
+    try:
+        install_stand_ins()
+        importlib.import_module("kvcontract.integrations.sglang")  # checks the SGLang version on import
+        importlib.import_module("sglang.srt.mem_cache.storage.backend_factory")
+        importlib.import_module("sglang.srt.mem_cache.pool_host.mha")
+    except ImportError as error:
+        return f"needs SGLang 0.5.23 (pip install --no-deps sglang==0.5.23 triton && pip install -r requirements/sglang.txt): {error}"
+    return None
+
+
+SGLANG_MISSING = sglang_missing()
+
+collect_ignore = (
+    []
+    if SGLANG_MISSING is None
+    else [path.name for path in Path(__file__).parent.glob("test_*.py") if path.name != "test_sglang_available.py"]
+)

@@ -1,0 +1,102 @@
+"""SGLang's real host pools and storage config on the CPU, and the backend built by SGLang's own factory.
+
+SGLang ships no type information, so its modules are reached through ``import_module`` and
+its objects are ``Any`` here; the backend's side is typed (``kvcontract.integrations.sglang``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tests.integrations.sglang.cpu_stand_ins import install_stand_ins
+
+install_stand_ins()
+
+from kvcontract.integrations.sglang import KVContractHiCacheStorage  # noqa: E402
+from kvcontract.integrations.sglang.hicache_api import HiCacheStorageConfig  # noqa: E402
+
+_pools = importlib.import_module("sglang.srt.mem_cache.device_pool_info")
+_mha = importlib.import_module("sglang.srt.mem_cache.pool_host.mha")
+_mla = importlib.import_module("sglang.srt.mem_cache.pool_host.mla")
+_factory = importlib.import_module("sglang.srt.mem_cache.storage.backend_factory")
+
+LAYERS, HEADS, HEAD_DIM, PAGE = 2, 2, 8, 4
+MHA_LAYOUTS = ("layer_first", "page_first", "page_first_direct", "page_head")
+MLA_LAYOUTS = ("layer_first", "page_first", "page_first_direct")
+DEVICE_TOKENS = 64
+
+
+def mha_pool(layout: str, *, dtype: torch.dtype = torch.bfloat16, layers: int = LAYERS, heads: int = HEADS) -> Any:
+    """SGLang's MHA host pool over CPU "device" buffers, host memory unpinned (SGLang's own option)."""
+    k = tuple(torch.zeros(DEVICE_TOKENS, heads, HEAD_DIM, dtype=dtype) for _ in range(layers))
+    v = tuple(torch.zeros(DEVICE_TOKENS, heads, HEAD_DIM, dtype=dtype) for _ in range(layers))
+    pointers = [torch.tensor([t.data_ptr() for t in side], dtype=torch.uint64) for side in (k, v)]
+    info = _pools.MHABufferInfo(
+        buffers=_pools.KVBuffers(k=k, v=v, k_data_ptrs=pointers[0], v_data_ptrs=pointers[1], layout=_pools.KVBufferLayout.NHD),
+        page_size=PAGE, head_num=heads, head_dim=HEAD_DIM, v_head_dim=HEAD_DIM, dtype=dtype, device=torch.device("cpu"),
+    )
+    return _mha.MHATokenToKVPoolHost(
+        info, 2.0, 0, PAGE, layout, pin_memory=False, device="cpu",
+        device_capacity_tokens=DEVICE_TOKENS, start_layer=0, end_layer=layers - 1,
+    )
+
+
+def mla_pool(layout: str) -> Any:
+    """SGLang's MLA host pool over CPU "device" buffers: one latent row (K and V together) per token and layer."""
+    lora, rope = 16, 8
+    buffers = tuple(torch.zeros(DEVICE_TOKENS, 1, lora + rope, dtype=torch.bfloat16) for _ in range(LAYERS))
+    info = _pools.MLABufferInfo(
+        buffers=buffers, data_ptrs=torch.tensor([t.data_ptr() for t in buffers], dtype=torch.uint64),
+        layer_indices=tuple(range(LAYERS)), device_layer_num=LAYERS, page_size=PAGE, kv_lora_rank=lora,
+        qk_rope_head_dim=rope, kv_cache_dim=lora + rope, dtype=torch.bfloat16, device=torch.device("cpu"),
+    )
+    return _mla.MLATokenToKVPoolHost(
+        info, 2.0, 0, PAGE, layout, pin_memory=False, device="cpu",
+        device_capacity_tokens=DEVICE_TOKENS, start_layer=0, end_layer=LAYERS - 1, target_layer_num=LAYERS,
+    )
+
+
+def storage_config(
+    root: Path, *, layout: str = "page_first", model: str = "org/model", tp_rank: int = 0, tp_size: int = 1,
+    mla: bool = False, extra: dict[str, object] | None = None, tier: dict[str, object] | None = None,
+) -> HiCacheStorageConfig:
+    """SGLang's storage config as its controller builds it, with the dynamic backend's extra config naming kvcontract."""
+    section: dict[str, object] = {"tier": tier or {"kind": "file", "path": str(root), "capacity": "4MiB"}, "timeout_seconds": 5}
+    config: HiCacheStorageConfig = importlib.import_module("sglang.srt.mem_cache.hicache_storage").HiCacheStorageConfig(
+        tp_rank=tp_rank, tp_size=tp_size, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
+        is_mla_model=mla, enable_storage_metrics=True, is_page_first_layout=layout == "page_first", model_name=model,
+        extra_config={
+            "backend_name": "kvcontract", "module_path": "kvcontract.integrations.sglang",
+            "class_name": "KVContractHiCacheStorage", "interface_v1": 1, "kvcontract": section, **(extra or {}),
+        },
+    )
+    return config
+
+
+def backend(pool: Any, config: HiCacheStorageConfig) -> KVContractHiCacheStorage:
+    """The backend as SGLang's controller attaches it: the factory by module path, then the host pool."""
+    built = _factory.StorageBackendFactory.create_backend("dynamic", config, pool)
+    assert isinstance(built, KVContractHiCacheStorage)
+    built.register_mem_pool_host(pool)
+    return built
+
+
+def fill_random(pool: Any, seed: int) -> None:
+    """Random bytes in the whole host pool."""
+    flat = pool.kv_buffer.view(torch.uint8).view(-1)
+    flat.copy_(torch.randint(0, 256, (flat.numel(),), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed)))
+
+
+def page_bytes(pool: Any, token_index: int) -> bytes:
+    """The bytes of the page starting at token ``token_index``, through SGLang's own page view."""
+    return bytes(pool.get_data_page(token_index, flat=True).contiguous().view(torch.uint8).numpy())
+
+
+def keys_for(name: str, count: int) -> list[str]:
+    """Page keys as SGLang makes them: SHA-256 hex digests of a page chain."""
+    return [hashlib.sha256(f"{name}:{i}".encode()).hexdigest() for i in range(count)]

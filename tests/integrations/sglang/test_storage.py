@@ -1,0 +1,289 @@
+"""KVContractHiCacheStorage on SGLang's real host pools and backend factory: the contract SGLang relies on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from typing_extensions import override
+
+from kvcontract.config import ConfigError
+from kvcontract.contracts import LookupResult, OffloadKey, SecondaryTier, TierJob, TransferResult
+from kvcontract.integrations.sglang import UnsupportedSGLangError, check_sglang_version
+from kvcontract.metrics import MetricsCollector
+from kvcontract.tiers import FileTier
+from tests.integrations.sglang.support import (
+    MHA_LAYOUTS,
+    MLA_LAYOUTS,
+    PAGE,
+    backend,
+    fill_random,
+    keys_for,
+    mha_pool,
+    mla_pool,
+    page_bytes,
+    storage_config,
+)
+
+ZERO_COPY = {"layer_first": False, "page_first": True, "page_first_direct": True, "page_head": True}
+
+
+def _stored(pool: Any, root: Path, layout: str, *, mla: bool = False, pages: int = 3, name: str = "req") -> tuple[Any, list[str], torch.Tensor, list[bytes]]:
+    store = backend(pool, storage_config(root, layout=layout, mla=mla))
+    indices = pool.alloc(pages * PAGE)
+    fill_random(pool, seed=7)
+    keys = keys_for(name, pages)
+    expected = [page_bytes(pool, int(indices[i * PAGE])) for i in range(pages)]
+    assert store.batch_set_v1(keys, indices) == [True] * pages
+    return store, keys, indices, expected
+
+
+@pytest.mark.parametrize("layout", MHA_LAYOUTS)
+def test_pages_round_trip_byte_exact_on_every_mha_layout(tmp_path: Path, layout: str) -> None:
+    pool = mha_pool(layout)
+    store, keys, indices, expected = _stored(pool, tmp_path, layout)
+    assert store.zero_copy is ZERO_COPY[layout]
+    pool.kv_buffer.zero_()
+    assert store.batch_get_v1(keys, indices) == [True, True, True]
+    assert [page_bytes(pool, int(indices[i * PAGE])) for i in range(3)] == expected
+
+
+@pytest.mark.parametrize("layout", MLA_LAYOUTS)
+def test_mla_pages_round_trip_and_one_writer(tmp_path: Path, layout: str) -> None:
+    pool = mla_pool(layout)
+    store, keys, _, expected = _stored(pool, tmp_path, layout, mla=True)
+    assert store.zero_copy is ZERO_COPY[layout]
+    reader_pool = mla_pool(layout)
+    reader = backend(reader_pool, storage_config(tmp_path, layout=layout, mla=True, tp_rank=1, tp_size=2))
+    assert reader.batch_set_v1(keys_for("other", 1), reader_pool.alloc(PAGE)) == [True]  # not the writer: stores nothing
+    assert reader.batch_exists(keys_for("other", 1)) == 0
+    targets = reader_pool.alloc(3 * PAGE)
+    assert reader.batch_exists(keys) == 3  # MLA's KV is every rank's: rank 1 reads rank 0's pages
+    assert reader.batch_get_v1(keys, targets) == [True] * 3
+    assert [page_bytes(reader_pool, int(targets[i * PAGE])) for i in range(3)] == expected
+
+
+def test_batch_exists_counts_hits_up_to_the_first_miss(tmp_path: Path) -> None:
+    pool = mha_pool("page_first")
+    store, keys, _, _ = _stored(pool, tmp_path, "page_first")
+    missing = keys_for("missing", 1)
+    assert store.batch_exists(keys) == 3
+    assert store.batch_exists(keys[:2] + missing + keys[2:]) == 2
+    assert store.batch_exists(missing + keys) == 0
+    assert store.exists(keys[0]) and not store.exists(missing[0])
+
+
+def test_batch_set_v1_says_true_only_once_the_page_is_in_the_tier(tmp_path: Path) -> None:
+    pool = mha_pool("page_first")
+    store, keys, _, _ = _stored(pool, tmp_path, "page_first")
+    files = [path for path in tmp_path.rglob("*") if path.is_file() and not path.name.startswith(".")]
+    assert len(files) >= 2 * len(keys)  # two regions (K, V) per page, each a block file, renamed into place
+    assert store.batch_exists(keys) == len(keys)
+
+
+@pytest.mark.parametrize("layout", ["page_first", "layer_first"])
+def test_a_load_writes_no_byte_outside_the_host_indices_it_was_given(tmp_path: Path, layout: str) -> None:
+    pool = mha_pool(layout)
+    store, keys, indices, _ = _stored(pool, tmp_path, layout)
+    fill_random(pool, seed=11)
+    before = pool.kv_buffer.clone()
+    targets = indices[PAGE : 2 * PAGE]
+    assert store.batch_get_v1(keys[1:2], targets) == [True]
+    changed = (before.view(torch.uint8) != pool.kv_buffer.view(torch.uint8)).nonzero()
+    token_axis = {"layer_first": 2, "page_first": 1}[layout]
+    assert changed.numel() and set(changed[:, token_axis].tolist()) <= set(targets.numpy().tolist())
+
+
+def test_a_backend_attached_to_a_tier_holding_pages_finds_them_at_once(tmp_path: Path) -> None:
+    pool = mha_pool("page_first")
+    store, keys, _, expected = _stored(pool, tmp_path, "page_first")
+    store.close()
+    again_pool = mha_pool("page_first")
+    again = backend(again_pool, storage_config(tmp_path))
+    targets = again_pool.alloc(3 * PAGE)
+    assert again.batch_exists(keys) == 3
+    assert again.batch_get_v1(keys, targets) == [True] * 3
+    assert [page_bytes(again_pool, int(targets[i * PAGE])) for i in range(3)] == expected
+
+
+_OTHER_PROCESS = """
+import sys
+from pathlib import Path
+from tests.integrations.sglang.support import PAGE, backend, fill_random, keys_for, mha_pool, page_bytes, storage_config
+pool = mha_pool("page_first")
+store = backend(pool, storage_config(Path(sys.argv[1])))
+indices = pool.alloc(2 * PAGE)
+fill_random(pool, seed=5)
+assert store.batch_set_v1(keys_for("shared", 2), indices) == [True, True]
+sys.stdout.write("".join(page_bytes(pool, int(indices[i * PAGE])).hex() + "\\n" for i in range(2)))
+store.close()
+"""
+
+
+def test_a_second_instance_in_another_process_gets_the_first_ones_pages_byte_exact(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[3]
+    written = subprocess.run(
+        [sys.executable, "-c", _OTHER_PROCESS, str(tmp_path)], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split()
+    pool = mha_pool("page_first")
+    store = backend(pool, storage_config(tmp_path))
+    targets = pool.alloc(2 * PAGE)
+    assert store.batch_get_v1(keys_for("shared", 2), targets) == [True, True]
+    assert [page_bytes(pool, int(targets[i * PAGE])).hex() for i in range(2)] == written
+
+
+@pytest.mark.parametrize(
+    "other", [{"model": "org/other-model"}, {"tp_rank": 1, "tp_size": 2}, {"layout": "page_head"}], ids=["model", "tp-rank", "layout"]
+)
+def test_another_model_rank_or_layout_gets_none(tmp_path: Path, other: dict[str, Any]) -> None:
+    pool = mha_pool("page_first")
+    _, keys, _, _ = _stored(pool, tmp_path, "page_first")
+    layout = str(other.get("layout", "page_first"))
+    stranger = backend(mha_pool(layout), storage_config(tmp_path, **other))
+    assert stranger.batch_exists(keys) == 0
+
+
+@pytest.mark.parametrize("layout", ["page_first", "layer_first"])
+def test_corrupted_values_are_misses_never_bytes_in_the_host_pool(tmp_path: Path, layout: str) -> None:
+    pool = mha_pool(layout)
+    store, keys, _, expected = _stored(pool, tmp_path, layout)
+    store.close()
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and not path.name.startswith("."):
+            data = bytearray(path.read_bytes())
+            data[-1] ^= 0xFF
+            path.write_bytes(bytes(data))
+    again_pool = mha_pool(layout)
+    again = backend(again_pool, storage_config(tmp_path, layout=layout))
+    targets = again_pool.alloc(3 * PAGE)
+    assert again.batch_get_v1(keys, targets) == [False] * 3
+    assert all(page_bytes(again_pool, int(targets[i * PAGE])) != expected[i] for i in range(3))
+    assert again.tier_stats().checksum_failures > 0
+
+
+def test_a_tier_stopped_mid_run_costs_no_wrong_byte_and_no_hang(tmp_path: Path) -> None:
+    pool = mha_pool("page_first")
+    store, keys, indices, _ = _stored(pool, tmp_path, "page_first")
+    store.tier.shutdown()
+    fill_random(pool, seed=3)
+    before = pool.kv_buffer.clone()
+    assert store.batch_get_v1(keys, indices) == [False] * 3
+    assert store.batch_set_v1(keys_for("late", 1), indices[:PAGE]) == [False]
+    assert torch.equal(before.view(torch.uint8), pool.kv_buffer.view(torch.uint8))
+
+
+def test_the_old_calls_move_whole_flat_pages(tmp_path: Path) -> None:
+    pool = mha_pool("page_first")
+    store = backend(pool, storage_config(tmp_path))
+    value = torch.randn(pool.get_dummy_flat_data_page().numel()).to(torch.bfloat16)
+    assert store.set("k1", value) and store.batch_set(["k2"], [value])
+    target = pool.get_dummy_flat_data_page()
+    got = store.get("k1", target)
+    assert got is not None and torch.equal(got.view(torch.uint8), value.view(torch.uint8))
+    assert store.batch_get(["k2", "nope"], [pool.get_dummy_flat_data_page(), pool.get_dummy_flat_data_page()])[1] is None
+
+
+def test_metrics_reach_sglang_and_kvcontract(tmp_path: Path) -> None:
+    pool = mha_pool("page_first")
+    store, keys, indices, _ = _stored(pool, tmp_path, "page_first")
+    store.batch_get_v1(keys, indices)
+    sglang_metrics = store.get_stats()
+    assert sglang_metrics.backup_pgs == [3] and sglang_metrics.prefetch_pgs == [3]
+    collector = MetricsCollector()
+    collector.add(store.metrics_source)
+    values = {sample.name: sample.value for sample in collector.collect()}
+    assert values["vllm:kv_offload_tiering_read_bytes"] == values["vllm:kv_offload_tiering_write_bytes"] > 0
+
+
+def test_unknown_keys_are_one_error_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="tierr: unknown key"):
+        backend(mha_pool("page_first"), storage_config(tmp_path, extra={"tierr": 1}))
+
+
+def test_v2_calls_are_refused_in_one_line(tmp_path: Path) -> None:
+    store = backend(mha_pool("page_first"), storage_config(tmp_path))
+    with pytest.raises(ValueError, match="hybrid pools"):
+        store.register_mem_host_pool_v2(mha_pool("page_first"), "mamba")
+    with pytest.raises(NotImplementedError, match="hybrid pools"):
+        store.batch_get_v2([])
+
+
+def test_an_unsupported_sglang_is_one_line() -> None:
+    with pytest.raises(UnsupportedSGLangError, match="supports SGLang >=0.5.23,<0.6, found SGLang 0.4.9"):
+        check_sglang_version("0.4.9")
+    assert check_sglang_version("0.5.23") == "0.5.23"
+
+
+class _StalledTier(SecondaryTier):
+    """A real file tier whose finished jobs are held back until ``release``: a tier that hangs, then recovers."""
+
+    def __init__(self, inner: SecondaryTier) -> None:
+        self.inner = inner
+        self.released = threading.Event()
+        self.held: list[TransferResult] = []
+
+    @override
+    def lookup(self, key: OffloadKey) -> LookupResult:
+        return self.inner.lookup(key)
+
+    @override
+    def submit_store(self, job: TierJob) -> bool:
+        return self.inner.submit_store(job)
+
+    @override
+    def submit_load(self, job: TierJob) -> bool:
+        return self.inner.submit_load(job)
+
+    @override
+    def get_finished(self) -> list[TransferResult]:
+        self.held += self.inner.get_finished()
+        if not self.released.is_set():
+            return []
+        finished, self.held = self.held, []
+        return finished
+
+    @override
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+
+def test_a_hung_tier_costs_misses_within_the_timeout_and_no_second_lost_job(tmp_path: Path) -> None:
+    pool = mha_pool("page_first")
+    store = backend(pool, storage_config(tmp_path, extra={"kvcontract": {"tier": {"kind": "file", "path": str(tmp_path), "capacity": 64}, "timeout_seconds": 0.2}}))
+    stalled = _StalledTier(store.tier)
+    store._tier = stalled  # pyright: ignore[reportPrivateUsage]  # a tier that hangs can only be put in by hand
+    indices = pool.alloc(2 * PAGE)
+    started = time.monotonic()
+    assert store.batch_set_v1(keys_for("hung", 2), indices) == [False, False]
+    assert time.monotonic() - started < 2.0
+    assert store.batch_exists(keys_for("hung", 2)) == 0  # fenced: no new job while the lost ones are out
+    assert store.batch_set_v1(keys_for("next", 1), indices[:PAGE]) == [False]
+    stalled.released.set()
+    assert store.batch_exists(keys_for("hung", 2)) == 2  # the lost jobs reported: the fence lifts
+    assert store.batch_set_v1(keys_for("next", 1), indices[:PAGE]) == [True]
+
+
+@pytest.mark.parametrize(("layout", "blocks_per_page"), [("page_first", 2), ("layer_first", 1)])
+def test_a_capacity_counts_pages_whatever_the_path(tmp_path: Path, layout: str, blocks_per_page: int) -> None:
+    pool = mha_pool(layout)
+    page = len(page_bytes(pool, 0))
+    for capacity in (f"{5 * page}B", 5):
+        store = backend(pool, storage_config(tmp_path, layout=layout, tier={"kind": "file", "path": str(tmp_path), "capacity": capacity}))
+        assert isinstance(store.tier, FileTier) and store.tier.capacity == 5 * blocks_per_page
+        store.close()
+
+
+def test_a_host_layout_without_a_page_view_is_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="'page_unified' host layout has no page view for storage; start SGLang with --hicache-mem-layout"):
+        backend(mha_pool("page_unified"), storage_config(tmp_path, layout="page_unified"))
+
+
+def test_sglangs_own_keys_pass(tmp_path: Path) -> None:
+    store = backend(mha_pool("page_first"), storage_config(tmp_path, extra={"allocator": "default"}))
+    assert store.batch_exists(keys_for("none", 1)) == 0
