@@ -60,7 +60,7 @@ def _count_violation() -> None:
         _violations += 1
 
 
-is_bearable = cast(Callable[[object, object], bool], _beartype_is_bearable)
+is_bearable: Callable[[object, object], bool] = cast(Callable[[object, object], bool], _beartype_is_bearable)
 """beartype's ``is_bearable`` for hints built at run time, which no checker can see as type forms."""
 
 
@@ -129,7 +129,9 @@ class ParamViolation(ContractViolation):
             f"received {_received(value, self.site.annotations.get(name, object))}. "
             f"Fix: {_fix_for(expected, value)}"
         )
-        self.__cause__ = BeartypeCallHintParamViolation(message=message, culprits=culprits)
+        self.__cause__: BaseException | None = BeartypeCallHintParamViolation(
+            message=message, culprits=culprits
+        )
 
 
 class ReturnViolation(ContractViolation):
@@ -146,7 +148,9 @@ class ReturnViolation(ContractViolation):
             f"{self.site.contract_method} implemented by {self.site.implementer} returned "
             f"{received}, expected {expected}. Fix: return what the contract declares."
         )
-        self.__cause__ = BeartypeCallHintReturnViolation(message=message, culprits=culprits)
+        self.__cause__: BaseException | None = BeartypeCallHintReturnViolation(
+            message=message, culprits=culprits
+        )
 
 
 _PARAMETER_IN_MESSAGE = re.compile(r"parameter (\w+)=")
