@@ -65,7 +65,8 @@ is_bearable: Callable[[object, object], bool] = cast(Callable[[object, object], 
 
 
 def _short_type_name(hint: object) -> str:
-    text = hint.__name__ if isinstance(hint, type) else repr(hint)
+    # Python 3.10 counts a parameterized alias (Sequence[OffloadKey]) as a type: its repr names the items
+    text = hint.__name__ if isinstance(hint, type) and get_origin(hint) is None else repr(hint)
     return re.sub(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)", r"\1", text)
 
 
