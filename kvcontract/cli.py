@@ -384,11 +384,11 @@ def _metrics_served(port: int | None) -> Generator[MetricsCollector | None, None
 
 def _plan(options: argparse.Namespace) -> int:
     from kvcontract.policies import available_policies
-    from kvcontract.sim.plan_grid import GridError, parse_capacity_grid
-    from kvcontract.sim.plan_report import plan_json, print_plan, print_tier_plan, tier_plan_json, write_plan_plot
+    from kvcontract.plan.grid import GridError, parse_capacity_grid
+    from kvcontract.plan.report import plan_json, print_plan, print_tier_plan, tier_plan_json, write_plan_plot
     from kvcontract.sim.output import progress
-    from kvcontract.sim.planner import plan_capacity, plan_steps
-    from kvcontract.sim.tier_plan import plan_tiers
+    from kvcontract.plan.planner import plan_capacity, plan_steps
+    from kvcontract.plan.tier_plan import plan_tiers
     from kvcontract.sim.report import require_plotting
     from kvcontract.sim.trace import read_block_lists
 
@@ -457,8 +457,8 @@ def _plan(options: argparse.Namespace) -> int:
 
 def _tier_sizes(options: argparse.Namespace, unique: int, block_bytes: int | None) -> dict[str, int]:
     """``--tiers`` and ``--tier-capacity`` as each tier below host and its size in blocks, in lookup order."""
-    from kvcontract.sim.plan_grid import GridError, parse_capacity_grid
-    from kvcontract.sim.tier_plan import HOST, TIER_KINDS
+    from kvcontract.plan.grid import GridError, parse_capacity_grid
+    from kvcontract.plan.tier_plan import HOST, TIER_KINDS
 
     if options.tiers is None:
         if options.tier_capacity is not None:

@@ -4,8 +4,8 @@ Nothing is counted on the hot path for metrics' sake: a :class:`MetricsCollector
 counters the components keep anyway (``stats()``) at scrape time, and a worker's transfers
 are observed by :class:`MeteredWorker`, a decorator installed only when metrics are on.
 Names follow vLLM's where vLLM has one (``vllm:kv_offload_*``), so its dashboards carry
-over; kvcontract-only figures are ``kvcontract_*``. ``kvcontract.metrics_prometheus``
-exports a collector with ``prometheus-client`` (extra ``kvcontract[metrics]``).
+over; kvcontract-only figures are ``kvcontract_*``. :mod:`kvcontract.prometheus` serves a
+collector with ``prometheus-client`` (extra ``kvcontract[metrics]``).
 """
 
 from __future__ import annotations

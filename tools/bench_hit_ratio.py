@@ -5,7 +5,7 @@ at 2 %, 5 % and 10 % of each trace's unique blocks through the same loop
 (``kvcontract.sim.replay``; its copy ``bench_manager.replay_vllm`` for vLLM): every
 kvcontract policy with store threshold 1 (``CPUOffloadingManager``) and 2 (wrapped in
 ``FilterReusedOffloadingManager``), vLLM's ``lru`` and ``arc`` with ``store_threshold``
-1 and 2, and Belady's offline optimum (``kvcontract.sim.optimum``). Prints one table per
+1 and 2, and Belady's offline optimum (``kvcontract.plan.optimum``). Prints one table per
 trace and, with ``--plot PATH``, draws best kvcontract, best vLLM and the optimum per trace (needs matplotlib, extra ``plot``).
 
     python tools/bench_hit_ratio.py [--traces conversation,short_sessions,...] [--plot docs/images/hit_ratio.png] [--results ratios.json]
@@ -27,8 +27,8 @@ from rich.table import Table
 from bench_manager import BLOCK_TOKENS, DEFAULT_TRACE, replay_vllm
 from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
+from kvcontract.plan.optimum import optimal_hit_ratio
 from kvcontract.sim import read_trace, replay
-from kvcontract.sim.optimum import optimal_hit_ratio
 from kvcontract.sim.trace import block_key
 from trace_shapes import SHAPES
 

@@ -24,9 +24,9 @@ from rich.table import Table
 
 from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager
+from kvcontract.plan.grid import parse_capacity_grid
+from kvcontract.plan.stack_distance import lru_hit_curve, shards_hit_curves
 from kvcontract.sim import read_trace, replay
-from kvcontract.sim.plan_grid import parse_capacity_grid
-from kvcontract.sim.stack_distance import lru_hit_curve, shards_hit_curves
 
 TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "conversation_trace.jsonl"
 

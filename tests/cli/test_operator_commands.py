@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kvcontract.cli import main
-from kvcontract.sim.stack_distance import lru_hit_curve
+from kvcontract.plan.stack_distance import lru_hit_curve
 from tests.cli.support import run_cli
 
 REQUESTS = [[1, 2, 3], [1, 2], [4, 5], [1, 2, 3, 6], [4, 5, 7], [1, 2], [4, 5]]

@@ -10,10 +10,10 @@ import numpy as np
 from numpy.typing import NDArray
 from rich.console import Console
 
+from kvcontract.plan.planner import OPTIMUM, CapacityPlan
+from kvcontract.plan.tier_plan import HOST, TierPlan
 from kvcontract.sim.output import show_line, show_table, size_text
-from kvcontract.sim.planner import OPTIMUM, CapacityPlan
 from kvcontract.sim.report import require_plotting
-from kvcontract.sim.tier_plan import HOST, TierPlan
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.policies import available_policies
+from kvcontract.plan.grid import GridError, parse_capacity_grid
+from kvcontract.plan.optimum import optimal_hit_ratio
+from kvcontract.plan.planner import OPTIMUM, plan_capacity, plan_steps
+from kvcontract.plan.stack_distance import lru_hit_curve, shards_hit_curve, shards_hit_curves
 from kvcontract.sim import read_trace, replay
-from kvcontract.sim.optimum import optimal_hit_ratio
-from kvcontract.sim.plan_grid import GridError, parse_capacity_grid
-from kvcontract.sim.planner import OPTIMUM, plan_capacity, plan_steps
-from kvcontract.sim.stack_distance import lru_hit_curve, shards_hit_curve, shards_hit_curves
 from tests.sim.support import TRACE, needs_trace
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from kvcontract import LookupResult, ReqContext
 from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
-from kvcontract.sim.tier_plan import HOST, plan_tiers
+from kvcontract.plan.tier_plan import HOST, plan_tiers
 from kvcontract.sim.trace import block_key
 from kvcontract.testing import example_identity
 from kvcontract.tiers import FileTier

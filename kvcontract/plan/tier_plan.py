@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvcontract.sim.stack_distance import lru_stack_depths
+from kvcontract.plan.stack_distance import lru_stack_depths
 
 __all__ = ["HOST", "TIER_KINDS", "TierPlan", "plan_tiers"]
 

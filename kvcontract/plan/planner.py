@@ -16,9 +16,9 @@ import numpy as np
 
 from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager
-from kvcontract.sim.optimum import optimal_hit_ratio
+from kvcontract.plan.optimum import optimal_hit_ratio
 from kvcontract.sim.replay import replay
-from kvcontract.sim.stack_distance import lru_hit_curve, shards_hit_curves
+from kvcontract.plan.stack_distance import lru_hit_curve, shards_hit_curves
 
 __all__ = ["CapacityPlan", "OPTIMUM", "plan_capacity", "plan_steps"]
 
