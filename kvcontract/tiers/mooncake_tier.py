@@ -170,6 +170,7 @@ class MooncakeTier(SecondaryTier):
         check_host_blocks(host_blocks, "MooncakeTier")
         check_identity_block_bytes(identity, host_blocks, "MooncakeTier")
         self._host = host_blocks
+        self._rows = host_blocks.numpy()
         self._block_bytes = int(host_blocks.shape[1])
         self._row_stride = int(host_blocks.stride(0))
         self._identity = identity
@@ -436,7 +437,7 @@ class MooncakeTier(SecondaryTier):
                 for i in batch:
                     row = blocks[keys[i]]
                     size = encode_header_into(
-                        headers[offset:], keys[i], self._fingerprint, memoryview(self._host[row].numpy())
+                        headers[offset:], keys[i], self._fingerprint, memoryview(self._rows[row])
                     )
                     names.append(self.store_key(keys[i]))
                     pointers.append([base + offset, self._row(row)])
@@ -528,7 +529,7 @@ class MooncakeTier(SecondaryTier):
                             raise BadValueError(f"holds {shown}, expected {size + self._block_bytes} bytes")
                         check_value(
                             headers[at : at + size],
-                            memoryview(self._host[host_ids[i]].numpy()),
+                            memoryview(self._rows[host_ids[i]]),
                             keys[i],
                             self._fingerprint,
                             self._block_bytes,

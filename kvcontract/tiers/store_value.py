@@ -99,7 +99,7 @@ def check_value(header: memoryview, payload: memoryview, key: OffloadKey, finger
         raise BadValueError(
             f"written under another block identity ({stored_fingerprint.hex()})", identity_mismatch=True
         )
-    if key_len != len(key) or header[_FIXED.size :] != key:
+    if key_len != len(key) or header[_FIXED.size :].tobytes() != key:
         raise BadValueError("holds another key")
     if stored_len != payload_len or len(payload) != payload_len:
         raise BadValueError(f"payload of {len(payload)} bytes (header says {stored_len}), expected {payload_len}")

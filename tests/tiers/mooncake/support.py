@@ -8,6 +8,7 @@ test lend none and what they stored outlives them, as with a store that engines 
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import shutil
@@ -21,7 +22,7 @@ from typing import IO, Protocol
 from tests.tiers.redis.support import HOST, free_port
 
 SEGMENT_BYTES = 64 << 20
-"""Memory the segment process lends the store."""
+"""Memory the segment process lends the store, unless told otherwise."""
 _START_LIMIT_S = 30.0
 """Guards against a hang only: the master answers in about a second."""
 RPC_TIMEOUT_MS = "500"
@@ -56,6 +57,17 @@ def master_path() -> str | None:
 class RawStore(Protocol):
     """What the tests call on a plain client of the store, for checks and fault injection."""
 
+    def setup(
+        self,
+        local_hostname: str,
+        metadata_server: str,
+        global_segment_size: int,
+        local_buffer_size: int,
+        protocol: str,
+        rdma_devices: str,
+        master_server_addr: str,
+    ) -> int: ...
+
     def upsert(self, key: str, value: bytes) -> int: ...
 
     def get(self, key: str) -> bytes: ...
@@ -70,8 +82,18 @@ class RawStore(Protocol):
 class MooncakeStore:
     """``mooncake_master``, its HTTP metadata server and one segment process on free loopback ports."""
 
-    def __init__(self, workdir: Path, *, port: int | None = None, metadata_port: int | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        port: int | None = None,
+        metadata_port: int | None = None,
+        segment_bytes: int = SEGMENT_BYTES,
+        lease_ms: int = 2000,
+    ) -> None:
         os.environ.setdefault("MC_RPC_TIMEOUT_MS", RPC_TIMEOUT_MS)
+        self.segment_bytes = segment_bytes
+        self.lease_ms = lease_ms
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = port if port is not None else free_port()
@@ -111,12 +133,9 @@ class MooncakeStore:
 
     def raw(self) -> RawStore:
         """A plain client of the store that lends it nothing."""
-        from mooncake.store import MooncakeDistributedStore
-
-        store = MooncakeDistributedStore()
-        code = store.setup(HOST, self.metadata_server, 0, 16 << 20, "tcp", "", self.master)
+        raw: RawStore = importlib.import_module("mooncake.store").MooncakeDistributedStore()
+        code = raw.setup(HOST, self.metadata_server, 0, 16 << 20, "tcp", "", self.master)
         assert code == 0, f"a raw client's setup failed: {code}"
-        raw: RawStore = store
         return raw
 
     def start(self) -> None:
@@ -130,7 +149,7 @@ class MooncakeStore:
                 f"--rpc_address={HOST}",
                 f"--metrics_port={self.metrics_port}",
                 f"--metrics_host={HOST}",
-                "--default_kv_lease_ttl=50",
+                f"--default_kv_lease_ttl={self.lease_ms}",
                 "--client_ttl=2",
             ],
             "master.log",
@@ -185,7 +204,7 @@ class MooncakeStore:
     def _start_segment(self) -> None:
         log: IO[str] = open(self.workdir / "segment.log", "w", encoding="utf-8")  # noqa: SIM115 - the child holds it
         self._segment = subprocess.Popen(
-            [sys.executable, "-c", _SEGMENT_SCRIPT, HOST, self.metadata_server, str(SEGMENT_BYTES), self.master],
+            [sys.executable, "-c", _SEGMENT_SCRIPT, HOST, self.metadata_server, str(self.segment_bytes), self.master],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import builtins
+import importlib
 import subprocess
 import sys
+import types
 
 import pytest
 import torch
 
 from kvcontract.assembly import build_tier
-from kvcontract.config import ConfigError, MooncakeTierConfig, load_config
+from kvcontract.config import ConfigError, MooncakeTierConfig, TieringManagerConfig, load_config
 from kvcontract.tiers.mooncake_client import MISSING_EXTRA
 
 
@@ -35,7 +36,7 @@ def test_the_issue_s_keys_configure_a_mooncake_tier() -> None:
             }
         )
     )
-    assert config.manager.kind == "tiering"
+    assert isinstance(config.manager, TieringManagerConfig)
     tier = config.manager.secondary[0]
     assert isinstance(tier, MooncakeTierConfig)
     assert (tier.global_segment_size, tier.local_buffer_size, tier.namespace) == (1 << 30, 256 << 20, "team-a")
@@ -61,20 +62,17 @@ def test_a_bad_mooncake_tier_names_its_field(tier: dict[str, object], field: str
 
 
 def test_without_the_client_building_the_tier_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_import = builtins.__import__
+    def no_mooncake(name: str, package: str | None = None) -> types.ModuleType:
+        raise ImportError(f"No module named {name!r}")
 
-    def no_mooncake(name: str, *args: object, **kwargs: object) -> object:
-        if name.startswith("mooncake"):
-            raise ImportError(f"No module named {name!r}")
-        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]  # forwarding __import__'s own arguments
-
-    monkeypatch.setattr(builtins, "__import__", no_mooncake)
-    monkeypatch.delitem(sys.modules, "mooncake.store", raising=False)
-    monkeypatch.delitem(sys.modules, "mooncake", raising=False)
+    monkeypatch.setattr(importlib, "import_module", no_mooncake)
     config = load_config(base=_with_tier({}))
-    with pytest.raises(ImportError, match=r"kvcontract\[mooncake\]") as raised:
-        build_tier(config.manager.secondary[0], config, torch.zeros((1, config.kv_layout.offload_block_bytes), dtype=torch.uint8))  # type: ignore[union-attr]  # a tiering config, built above
-    assert str(raised.value) == MISSING_EXTRA
+    manager = config.manager
+    assert isinstance(manager, TieringManagerConfig)
+    host = torch.zeros((1, config.kv_layout.offload_block_bytes), dtype=torch.uint8)
+    with pytest.raises(ImportError) as raised:
+        build_tier(manager.secondary[0], config, host)
+    assert str(raised.value) == MISSING_EXTRA and "kvcontract[mooncake]" in MISSING_EXTRA
 
 
 def test_import_kvcontract_imports_no_mooncake() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,10 @@ import torch
 
 from kvcontract import LookupResult, OffloadingEvent, TierJob
 from kvcontract.testing import example_identity
+from kvcontract.tiers import MooncakeTier
 from kvcontract.tiers.mooncake_client import MooncakeUnavailableError
 from kvcontract.tiers.store_value import encode_value
-from tests.tiers.mooncake.conftest import MakeTier
+from tests.tiers.mooncake.conftest import MakeTier, tier_on
 from tests.tiers.mooncake.support import MooncakeStore
 from tests.tiers.redis.support import (
     BLOCK_BYTES,
@@ -62,14 +64,14 @@ def test_a_bad_value_is_a_failed_load_with_zeros_an_event_and_gone(
     fill(host, [0, 1], [1, 2])
     assert store(tier, jobs, [key(1), key(2)], [0, 1]).success
     tier.take_events()
-    good = encode_value(key(1), tier.identity.fingerprint, memoryview(pattern(1).numpy()))
+    good = encode_value(key(1), tier.identity.fingerprint, memoryview(pattern(1).numpy().tobytes()))
     values = {
         "garbage": b"garbage",
         "short": good[:-1],
         "flipped": good[:-1] + bytes([good[-1] ^ 0xFF]),
-        "other-key": encode_value(key(2), tier.identity.fingerprint, memoryview(pattern(1).numpy())),
+        "other-key": encode_value(key(2), tier.identity.fingerprint, memoryview(pattern(1).numpy().tobytes())),
         "identity": encode_value(
-            key(1), example_identity(BLOCK_BYTES, model="other").fingerprint, memoryview(pattern(1).numpy())
+            key(1), example_identity(BLOCK_BYTES, model="other").fingerprint, memoryview(pattern(1).numpy().tobytes())
         ),
     }
     raw = mooncake_store.raw()
@@ -122,8 +124,6 @@ def test_no_master_at_start_is_one_clear_line(host: torch.Tensor, mooncake_store
 def test_a_degraded_start_refuses_jobs_then_recovers_when_the_master_comes(
     tmp_path: Path, mooncake_store: MooncakeStore, host: torch.Tensor
 ) -> None:
-    from tests.tiers.mooncake.conftest import tier_on
-
     port, metadata_port = free_port(), free_port()
     tier = tier_on(
         mooncake_store,
@@ -146,8 +146,6 @@ def test_a_degraded_start_refuses_jobs_then_recovers_when_the_master_comes(
 
 
 def test_a_master_restart_fails_what_it_hit_and_the_tier_recovers(tmp_path: Path, host: torch.Tensor) -> None:
-    from tests.tiers.mooncake.conftest import tier_on
-
     own = MooncakeStore(tmp_path / "own")
     tier = tier_on(own, host, namespace="restart")
     try:
@@ -166,8 +164,6 @@ def test_a_master_restart_fails_what_it_hit_and_the_tier_recovers(tmp_path: Path
 
 
 def test_a_stalled_master_times_the_job_out_and_the_tier_recovers(tmp_path: Path, host: torch.Tensor) -> None:
-    from tests.tiers.mooncake.conftest import tier_on
-
     own = MooncakeStore(tmp_path / "own")
     tier = tier_on(own, host, namespace="stall")
     try:
@@ -186,10 +182,7 @@ def test_a_stalled_master_times_the_job_out_and_the_tier_recovers(tmp_path: Path
         own.close()
 
 
-def _wait_healthy(tier: object) -> None:
-    from kvcontract.tiers import MooncakeTier
-
-    assert isinstance(tier, MooncakeTier)
+def _wait_healthy(tier: MooncakeTier) -> None:
     deadline = time.monotonic() + _RECOVER_LIMIT_S
     while not tier.healthy:
         tier.lookup(key(10_000))
@@ -197,13 +190,8 @@ def _wait_healthy(tier: object) -> None:
         time.sleep(0.01)
 
 
-def _store_until_success(tier: object, jobs: object, host: torch.Tensor, seed: int) -> None:
+def _store_until_success(tier: MooncakeTier, jobs: Iterator[int], host: torch.Tensor, seed: int) -> None:
     """Store content ``seed`` under its key until a store succeeds: the client re-mounts after a restart within seconds."""
-    from collections.abc import Iterator
-
-    from kvcontract.tiers import MooncakeTier
-
-    assert isinstance(tier, MooncakeTier) and isinstance(jobs, Iterator)
     deadline = time.monotonic() + _RECOVER_LIMIT_S
     while True:
         _wait_healthy(tier)
