@@ -15,6 +15,7 @@ from kvcontract.config import (
     CPUManagerConfig,
     FileTierConfig,
     KVContractConfig,
+    MooncakeTierConfig,
     RedisTierConfig,
     TieringManagerConfig,
 )
@@ -23,7 +24,7 @@ from kvcontract.contracts.manager import OffloadingManager
 from kvcontract.contracts.tier import SecondaryTier
 from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager, TieringOffloadingManager
-from kvcontract.tiers import FileTier, RedisTier
+from kvcontract.tiers import FileTier, MooncakeTier, RedisTier
 from kvcontract.transfer import HostBuffer, TorchOffloadingWorker
 
 __all__ = ["build_manager", "build_tier", "build_worker"]
@@ -105,7 +106,7 @@ def _check_host_blocks(host: torch.Tensor, config: KVContractConfig) -> None:
 
 
 def build_tier(
-    tier: FileTierConfig | RedisTierConfig,
+    tier: FileTierConfig | RedisTierConfig | MooncakeTierConfig,
     config: KVContractConfig,
     host_blocks: torch.Tensor,
     *,
@@ -116,6 +117,8 @@ def build_tier(
     block_identity = identity if identity is not None else config.block_identity()
     if isinstance(tier, RedisTierConfig):
         return _build_redis(tier, block_identity, host_blocks)
+    if isinstance(tier, MooncakeTierConfig):
+        return _build_mooncake(tier, block_identity, host_blocks)
     return FileTier(
         tier.path,
         config.capacity_blocks(tier.capacity),
@@ -142,6 +145,27 @@ def _build_redis(tier: RedisTierConfig, identity: BlockIdentity, host_blocks: to
         pool_size=tier.pool_size,
         ttl_seconds=tier.ttl_seconds,
         io_threads=tier.io_threads,
+        lookup_timeout=tier.lookup_timeout,
+        retry_interval=tier.retry_interval,
+        start_degraded=tier.start_degraded,
+    )
+
+
+def _build_mooncake(tier: MooncakeTierConfig, identity: BlockIdentity, host_blocks: torch.Tensor) -> MooncakeTier:
+    return MooncakeTier(
+        host_blocks,
+        identity=identity,
+        master=tier.master,
+        metadata_server=tier.metadata_server,
+        protocol=tier.protocol,
+        devices=tier.devices,
+        local_hostname=tier.local_hostname,
+        global_segment_size=tier.global_segment_size,
+        local_buffer_size=tier.local_buffer_size,
+        replicas=tier.replicas,
+        timeout=tier.timeout,
+        io_threads=tier.io_threads,
+        namespace=tier.namespace,
         lookup_timeout=tier.lookup_timeout,
         retry_interval=tier.retry_interval,
         start_degraded=tier.start_degraded,

@@ -61,6 +61,7 @@ __all__ = [
     "KVLayout",
     "LAYOUT_PRESETS",
     "ManagerConfig",
+    "MooncakeTierConfig",
     "PolicyConfig",
     "RedisTierConfig",
     "ReuseAdmissionConfig",
@@ -433,7 +434,34 @@ class RedisTierConfig(_Model):
         return self
 
 
-TierConfig = Annotated[Union[FileTierConfig, RedisTierConfig], Field(discriminator="kind")]
+class MooncakeTierConfig(_Model):
+    """Blocks as objects in a Mooncake Store that many engines share; Mooncake owns capacity and eviction.
+
+    ``master`` is ``host:port`` of ``mooncake_master``; ``metadata_server`` its HTTP metadata
+    server (or ``P2PHANDSHAKE``). Each engine lends ``global_segment_size`` bytes of its memory
+    to the store (0: none, it only uses the others'); ``local_hostname`` is the address other
+    clients reach this one at. Sizes are bytes or strings such as ``"1GiB"``; timeouts are
+    seconds. Key names derive from the block identity; ``namespace`` scopes them further.
+    """
+
+    kind: Literal["mooncake"] = "mooncake"
+    master: str = Field(default="127.0.0.1:50051", pattern=r"^[^:\s]+:\d{1,5}$")
+    metadata_server: str = Field(default="http://127.0.0.1:8080/metadata", pattern=r"^(https?://\S+|P2PHANDSHAKE)$")
+    protocol: Literal["tcp", "rdma"] = "tcp"
+    devices: str = Field(default="", description="RDMA devices (e.g. mlx5_0,mlx5_1); empty over TCP.")
+    local_hostname: str = Field(default="127.0.0.1", min_length=1, pattern=r"^\S+$")
+    global_segment_size: ByteSize = Field(default=ByteSize(1 << 30), ge=0, le=ConfigLimits.MAX_TIER_BYTES)
+    local_buffer_size: ByteSize = Field(default=ByteSize(256 << 20), ge=0, le=ConfigLimits.MAX_TIER_BYTES)
+    replicas: int = Field(default=1, ge=1, le=16)
+    timeout: float = Field(default=5.0, gt=0)
+    io_threads: int = Field(default=4, ge=1, le=ConfigLimits.MAX_IO_THREADS)
+    namespace: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[^{}:\s]+$")
+    lookup_timeout: float = Field(default=0.1, gt=0)
+    start_degraded: bool = False
+    retry_interval: float = Field(default=1.0, gt=0)
+
+
+TierConfig = Annotated[Union[FileTierConfig, RedisTierConfig, MooncakeTierConfig], Field(discriminator="kind")]
 
 
 class TieringManagerConfig(_Model):
@@ -899,7 +927,7 @@ def _shown(value: object) -> str:
     return text if len(text) <= 80 else f"{text[:77]}..."
 
 
-_KIND_TAGS = frozenset({"cpu", "tiering", "file", "redis"})
+_KIND_TAGS = frozenset({"cpu", "tiering", "file", "redis", "mooncake"})
 
 
 def _field_path(location: Sequence[int | str]) -> str:

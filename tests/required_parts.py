@@ -8,7 +8,7 @@ from typing import NoReturn
 import pytest
 
 REQUIRE_VARIABLE = "KVCONTRACT_REQUIRE"
-"""Comma-separated parts: ``redis``, ``vllm``, ``sglang``, ``compiled`` (the CPU copy engine's compiled loop)."""
+"""Comma-separated parts: ``redis``, ``mooncake``, ``vllm``, ``sglang``, ``compiled`` (the CPU copy engine's compiled loop)."""
 
 
 def required(part: str) -> bool:

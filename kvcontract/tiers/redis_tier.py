@@ -7,7 +7,7 @@ chunks of about 8 MiB, so the scheduler never waits on the network. A lookup of 
 this process has not seen queues the key for the lookup thread, which sends every key
 queued since its last batch as one pipeline of EXISTS; the lookup answers ``RETRY`` until
 the answer lands and ``MISS`` after ``lookup_timeout``. Every value carries the header of
-:mod:`kvcontract.tiers.redis_value`, checked on every read: a bad value is a miss, an
+:mod:`kvcontract.tiers.store_value`, checked on every read: a bad value is a miss, an
 ``OffloadingEvent(removed=True)`` and a failed job, never bytes in a host block.
 
 A connection error or timeout fails the job it hit (host blocks of a failed load are
@@ -48,7 +48,7 @@ from kvcontract.tiers.redis_client import (
     connect,
     describe_error,
 )
-from kvcontract.tiers.redis_value import BadValueError, decode_value, encode_value_into, header_size
+from kvcontract.tiers.store_value import BadValueError, decode_value, encode_value_into, header_size
 
 __all__ = ["MEDIUM", "RedisTier", "RedisTierStats"]
 

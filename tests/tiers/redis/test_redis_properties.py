@@ -25,7 +25,7 @@ from typing_extensions import override
 from kvcontract import LookupResult, TierJob
 from kvcontract.tiers import RedisTier
 from kvcontract.testing import example_identity
-from kvcontract.tiers.redis_value import encode_value
+from kvcontract.tiers.store_value import encode_value
 from tests.profiles import stateful_settings
 from tests.tiers.redis.support import RedisServer, drain, key, pattern, settle
 

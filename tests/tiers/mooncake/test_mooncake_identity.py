@@ -1,0 +1,81 @@
+"""Engines of many identities on one real Mooncake Store: side by side, none ever reads another's values."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from hypothesis.stateful import run_state_machine_as_test
+from typing_extensions import override
+
+from kvcontract import BlockIdentity, LookupResult, SecondaryTier, TierJob
+from kvcontract.assembly import build_tier
+from kvcontract.config import MooncakeTierConfig
+from kvcontract.tiers import MooncakeTier
+from tests.profiles import stateful_settings
+from tests.tiers.conftest import drain, settle
+from tests.tiers.helpers import SharedTierMachine
+from tests.tiers.mooncake.conftest import tier_on
+from tests.tiers.mooncake.support import MooncakeStore
+from tests.tiers.redis.support import key, pattern
+from tests.tiers.test_identity_sharing import ENGINES, KEYS, engine_config
+
+_namespaces = itertools.count()
+
+
+def engine_tier(name: str, store: MooncakeStore, namespace: str) -> tuple[MooncakeTier, torch.Tensor]:
+    """The Mooncake tier an engine of config ``name`` builds (keys scoped by ``namespace``), and its host memory."""
+    config = engine_config(name)
+    host = torch.zeros((KEYS, config.kv_layout.offload_block_bytes), dtype=torch.uint8)
+    tier_config = MooncakeTierConfig.model_validate({**store.tier_config(), "namespace": namespace, "lookup_timeout": 10.0})
+    tier = build_tier(tier_config, config, host)
+    assert isinstance(tier, MooncakeTier)
+    return tier, host
+
+
+def store_all(tier: MooncakeTier, host: torch.Tensor, seed: int) -> None:
+    for row in range(KEYS):
+        host[row].copy_(pattern(seed + row, int(host.shape[1])))
+    assert tier.submit_store(TierJob(1, [key(i) for i in range(KEYS)], range(KEYS)))
+    assert drain(tier, [1])[1].success
+
+
+def loads_exactly(tier: MooncakeTier, host: torch.Tensor, seed: int) -> bool:
+    assert all(settle(tier, key(i)) is LookupResult.HIT for i in range(KEYS))
+    host.fill_(0xEE)
+    assert tier.submit_load(TierJob(2, [key(i) for i in range(KEYS)], range(KEYS)))
+    return drain(tier, [2])[2].success and all(
+        torch.equal(host[row], pattern(seed + row, int(host.shape[1]))) for row in range(KEYS)
+    )
+
+
+@pytest.mark.parametrize("second", sorted(set(ENGINES) - {"bfloat16"}))
+def test_a_second_engine_gets_no_hit_from_the_first_and_each_restart_reuses_its_own(
+    mooncake_store: MooncakeStore, second: str
+) -> None:
+    namespace = f"identity{next(_namespaces)}"
+    first, first_host = engine_tier("bfloat16", mooncake_store, namespace)
+    store_all(first, first_host, seed=100)
+    first.shutdown()
+    other, other_host = engine_tier(second, mooncake_store, namespace)
+    assert [settle(other, key(i)) for i in range(KEYS)] == [LookupResult.MISS] * KEYS
+    store_all(other, other_host, seed=200)
+    other.shutdown()
+    first, first_host = engine_tier("bfloat16", mooncake_store, namespace)
+    other, other_host = engine_tier(second, mooncake_store, namespace)
+    try:
+        assert loads_exactly(first, first_host, seed=100) and loads_exactly(other, other_host, seed=200)
+        assert first.stats().identity_mismatches == other.stats().identity_mismatches == 0
+    finally:
+        first.shutdown()
+        other.shutdown()
+
+
+def test_no_load_ever_returns_a_value_of_another_identity(mooncake_store: MooncakeStore) -> None:
+    class MooncakeMachine(SharedTierMachine):
+        @override
+        def make_tier(self, identity: BlockIdentity, host: torch.Tensor) -> SecondaryTier:
+            return tier_on(mooncake_store, host, identity=identity, io_threads=1)
+
+    run_state_machine_as_test(MooncakeMachine, settings=stateful_settings(steps=30, fast_examples=5))
