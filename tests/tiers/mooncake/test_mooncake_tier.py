@@ -174,7 +174,8 @@ def test_a_stalled_master_times_the_job_out_and_the_tier_recovers(tmp_path: Path
             assert not store(tier, jobs, [key(6)], [0]).success
         finally:
             own.resume()
-        assert tier.stats().timeouts == 1 and tier.stats().failed_jobs == 1
+        stats = tier.stats()  # the lookup thread may time out on the stalled master too
+        assert stats.timeouts >= 1 and stats.failed_jobs == 1
         _store_until_success(tier, jobs, host, 6)
         assert settle(tier, key(6)) is LookupResult.HIT
     finally:
