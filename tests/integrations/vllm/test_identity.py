@@ -19,8 +19,7 @@ from kvcontract.config import ConfigError
 from kvcontract.integrations.vllm import KVContractOffloadingSpec, KVContractSecondaryTier
 from tests.integrations.vllm.support import SPEC_PATH, offloading_config
 from tests.integrations.vllm.test_secondary_tier import CHUNK_BYTES, CHUNKS, finished, job, keys
-from tests.required_parts import skip_unless_required
-from tests.tiers.redis.support import RedisServer, missing_reason
+from tests.tiers.redis.support import lru_server_or_skip
 
 create_secondary_tier: Callable[[dict[str, object], memoryview, OffloadingSpec], SecondaryTierManager] = getattr(
     SecondaryTierFactory, "create_secondary_tier"
@@ -104,10 +103,7 @@ def _settled(tier: KVContractSecondaryTier, keys_: list[OffloadKey]) -> list[Loo
 
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    reason = missing_reason()
-    if reason is not None:
-        skip_unless_required("redis", reason)
-    server = RedisServer(tmp_path_factory.mktemp("redis"), "--maxmemory-policy", "allkeys-lru")
+    server = lru_server_or_skip(tmp_path_factory.mktemp("redis"))
     yield server.url
     server.stop()
 

@@ -17,8 +17,7 @@ from kvcontract.integrations.vllm import KVContractOffloadingManager
 from kvcontract.managers import TieringOffloadingManager
 from kvcontract.tiers import RedisTier
 from tests.integrations.vllm.support import BLOCK_TOKENS, SPEC_PATH, Engine, model_dir, vllm_config
-from tests.required_parts import skip_unless_required
-from tests.tiers.redis.support import RedisServer, missing_reason
+from tests.tiers.redis.support import lru_server_or_skip
 
 GPU_BLOCKS = 64
 PROMPT_A = list(range(100))
@@ -27,10 +26,7 @@ PROMPT_C = list(range(1000, 1100))
 
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    reason = missing_reason()
-    if reason is not None:
-        skip_unless_required("redis", reason)
-    server = RedisServer(tmp_path_factory.mktemp("redis"), "--maxmemory-policy", "allkeys-lru")
+    server = lru_server_or_skip(tmp_path_factory.mktemp("redis"))
     yield server.url
     server.stop()
 
