@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from kvcontract.config import CPUManagerConfig, FileTierConfig, KVContractConfig, RedisTierConfig
+from kvcontract.config import CPUManagerConfig, FileTierConfig, KVContractConfig, MooncakeTierConfig, RedisTierConfig
 from kvcontract.sim.observer import WhatIfSummary
 from kvcontract.sim.output import show_line, show_table, size_text
 from kvcontract.sim.simulator import SimulationReport
@@ -111,9 +111,11 @@ def run_heading(
     ]
 
 
-def _tier_text(tier: FileTierConfig | RedisTierConfig, block: int) -> str:
+def _tier_text(tier: FileTierConfig | RedisTierConfig | MooncakeTierConfig, block: int) -> str:
     if isinstance(tier, FileTierConfig):
         return f"file tier at {tier.path}: {tier.policy.kind} eviction, {tier.capacity:,} blocks ({size_text(tier.capacity * block)})"
+    if isinstance(tier, MooncakeTierConfig):
+        return f"mooncake tier at {tier.master}" + (f" (namespace {tier.namespace})" if tier.namespace else "")
     where = tier.url or ", ".join(tier.cluster_nodes)
     return f"redis tier at {where}" + (f" (namespace {tier.namespace})" if tier.namespace else "")
 

@@ -19,7 +19,15 @@ from typing import cast
 import yaml
 from pydantic import ByteSize, TypeAdapter, ValidationError
 
-from kvcontract.config import ConfigError, FileTierConfig, KVContractConfig, RedisTierConfig, TieringManagerConfig, load_config
+from kvcontract.config import (
+    ConfigError,
+    FileTierConfig,
+    KVContractConfig,
+    MooncakeTierConfig,
+    RedisTierConfig,
+    TieringManagerConfig,
+    load_config,
+)
 
 __all__ = ["BackendOptions", "backend_options", "check_keys"]
 
@@ -44,7 +52,7 @@ class BackendOptions:
     staging_pages: int
 
     @property
-    def tier(self) -> FileTierConfig | RedisTierConfig:
+    def tier(self) -> FileTierConfig | RedisTierConfig | MooncakeTierConfig:
         """The tier config that serves as SGLang's storage."""
         manager = self.config.manager
         assert isinstance(manager, TieringManagerConfig)  # backend_options builds a tiering manager
