@@ -29,14 +29,15 @@ __all__ = ["StatsReporter", "metric_definitions"]
 
 _EVERY_METRIC = TieringStats(capacity=1, used=0, tiers=(TierStats("tier"),))
 """Stats with one tier: their samples name every metric a report can hold, with its labels."""
-_EVERY_WHATIF = WhatIfObserver(1, "lru", WhatIfConfig.model_validate({"capacities": [2.0], "policies": ["lru"]}))
-"""A what-if whose samples name every what-if gauge, with its labels (declared whether or not one runs)."""
+_EVERY_WHATIF = WhatIfConfig.model_validate({"capacities": [2.0], "policies": ["lru"]})
+"""A what-if config whose observer's samples name every what-if gauge, with its labels (declared whether or not one runs)."""
 
 
 def metric_definitions() -> dict[str, OffloadingMetricMetadata]:
     """The metrics :class:`StatsReporter` fills, as vLLM's Prometheus exporter declares them."""
     definitions: dict[str, OffloadingMetricMetadata] = {}
-    for sample in [*manager_samples(_EVERY_METRIC), *_EVERY_WHATIF.source()]:
+    whatif = WhatIfObserver(1, "lru", _EVERY_WHATIF)  # built here, not at import: vLLM asks once per spec
+    for sample in [*manager_samples(_EVERY_METRIC), *whatif.source()]:
         kind = OffloadingGaugeMetadata if sample.kind == "gauge" else OffloadingCounterMetadata
         definitions[sample.prefixed_name()] = kind(documentation=sample.documentation, labelnames=tuple(sample.labels))
     return definitions
