@@ -29,7 +29,6 @@ from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
 from kvcontract.plan.optimum import optimal_hit_ratio
 from kvcontract.sim import read_trace, replay
-from kvcontract.sim.trace import block_key
 from trace_shapes import SHAPES
 
 FRACTIONS = (0.02, 0.05, 0.10)
@@ -58,16 +57,12 @@ def kvcontract_hit_ratio(requests: list[list[int]], capacity: int, policy: str, 
 
 def vllm_hit_ratio(requests: list[list[int]], capacity: int, policy: str, threshold: int) -> float:
     """Hit ratio of vLLM's ``CPUOffloadingManager`` through the same loop."""
-    from vllm.v1.kv_offload.base import ReqContext
     from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager as VLLMManager
 
-    chains = [[block_key(hash_id) for hash_id in request] for request in requests]
-    contexts = []
-    for number, keys in enumerate(chains):
-        context = ReqContext(req_id=str(number))
-        for position, key in enumerate(keys, start=1):
-            context.set_offload_key_position(key, position * BLOCK_TOKENS)
-        contexts.append(context)
+    from kvcontract.integrations.vllm.replay import key_chains, request_contexts
+
+    chains = key_chains(requests)
+    contexts = request_contexts(chains, block_tokens=BLOCK_TOKENS)
     manager = VLLMManager(capacity, cache_policy=policy, store_threshold=threshold)
     hit_blocks, _seconds = replay_vllm(manager, chains, contexts)
     return hit_blocks / sum(map(len, chains))

@@ -40,7 +40,7 @@ from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.policies import available_policies
 from kvcontract.sim import TraceRequest, read_trace, replay
-from kvcontract.sim.trace import block_key
+from kvcontract.sim.driver import RequestServer, key_chains
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "conversation_trace.jsonl"
 UNIQUE_BLOCKS = 182_790
@@ -101,37 +101,18 @@ BLOCK_TOKENS = 16
 
 
 def replay_vllm(manager: Any, chains: Sequence[Sequence[bytes]], contexts: Sequence[Any]) -> tuple[int, float]:
-    """kvcontract's replay loop (``kvcontract.sim.replay``) over vLLM's manager: hit blocks and CPU seconds."""
+    """kvcontract's order (``kvcontract.sim.driver``) over vLLM's manager: hit blocks and CPU seconds.
+
+    vLLM 0.33's manager has ``touch`` and the driver calls it; 0.34 removed it and commits
+    recency at ``on_request_finished``.
+    """
     from vllm.v1.kv_offload.base import LookupResult
 
-    hit = LookupResult.HIT
-    lookup = manager.lookup
-    touch = getattr(manager, "touch", None)  # vLLM 0.33's; 0.34 removed it and commits recency at on_request_finished
-    prepare_load, complete_load = manager.prepare_load, manager.complete_load
-    prepare_store, complete_store = manager.prepare_store, manager.complete_store
-    new_request, finished = manager.on_new_request, manager.on_request_finished
+    serve = RequestServer(manager, hit=LookupResult.HIT, begin=manager.on_new_request).serve
     hit_blocks = 0
     start = time.thread_time()
     for keys, context in zip(chains, contexts):
-        if not keys:
-            continue
-        new_request(context)
-        found = 0
-        for key in keys:
-            if lookup(key, context) is not hit:
-                break
-            found += 1
-        if found:
-            prefix = keys[:found]
-            prepare_load(prefix, context)
-            complete_load(prefix, context)
-        output = prepare_store(keys, context) if found < len(keys) else None
-        if touch is not None:
-            touch(keys, context)
-        if output is not None:
-            complete_store(output.keys_to_store, context)
-        finished(context)
-        hit_blocks += found
+        hit_blocks += serve(keys, context).found
     return hit_blocks, time.thread_time() - start
 
 
@@ -142,7 +123,7 @@ def measure_peer(policy: str, capacity: int, requests: Sequence[TraceRequest], r
     from kvcontract.integrations.vllm.keys import as_vllm_keys
     from kvcontract.integrations.vllm.replay import request_contexts
 
-    chains = [[block_key(hash_id) for hash_id in request.hash_ids] for request in requests]
+    chains = key_chains(request.hash_ids for request in requests)
     blocks = sum(map(len, chains))
     ours: list[float] = []
     theirs: list[float] = []

@@ -55,7 +55,7 @@ from kvcontract.integrations.vllm import KVContractOffloadingManager
 from kvcontract.integrations.vllm.replay import key_chains, replay_as_scheduler
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.sim import ReplayReport, TraceRequest, read_trace, replay
-from kvcontract.sim.trace import block_key
+from kvcontract.sim.driver import key_chains as contract_key_chains
 
 
 DEFAULT_TRACE = Path("/work/shared/traces/conversation_trace.jsonl")
@@ -100,19 +100,13 @@ def _segments(
             if side == 0:
                 native.append(replay(native_manager, part))
             elif side == 1:
-                ordered.append(replay_in_vllm_order(ordered_manager, contract_chains(part)))
+                ordered.append(replay_in_vllm_order(ordered_manager, contract_key_chains(request.hash_ids for request in part)))
             elif side == 2:
                 adapted.append(replay_as_scheduler(adapter, key_chains([request.hash_ids for request in part])))
             else:
                 chains = key_chains([request.hash_ids for request in part])
                 theirs.append(replay_as_scheduler(peer, chains, block_tokens=BLOCK_TOKENS))
     return total(native), total(ordered), total(adapted), total(theirs)
-
-
-def contract_chains(requests: list[TraceRequest]) -> list[list[OffloadKey]]:
-    """Each request's kvcontract keys, one key object per distinct hash id (as both other sides build theirs)."""
-    keys: dict[int, OffloadKey] = {}
-    return [[keys.setdefault(hash_id, block_key(hash_id)) for hash_id in request.hash_ids] for request in requests]
 
 
 def replay_in_vllm_order(manager: OffloadingManager, chains: Sequence[Sequence[OffloadKey]]) -> ReplayReport:

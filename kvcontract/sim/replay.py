@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeGuard
 
-from kvcontract.contracts import OffloadingManager, OffloadKey, ReqContext
-from kvcontract.sim.driver import RequestServer
-from kvcontract.sim.trace import block_key, read_trace
+from kvcontract.contracts import OffloadingManager, ReqContext
+from kvcontract.sim.driver import RequestServer, key_chains
+from kvcontract.sim.trace import read_trace
 
 __all__ = ["HasHashIds", "ReplayReport", "replay"]
 
@@ -70,7 +70,7 @@ def replay(
     """Serve ``requests`` (a Mooncake trace path, or requests with hash ids) through ``manager``."""
     if isinstance(requests, (str, os.PathLike)):
         requests = read_trace(requests)
-    chains = _key_chains(requests)
+    chains = key_chains(_hash_ids(request, number) for number, request in enumerate(requests))
     contexts = [ReqContext(str(number)) for number in range(len(chains))]
     serve = RequestServer(manager).serve
     blocks = hit_blocks = failed = evictions = 0
@@ -85,21 +85,6 @@ def replay(
         evictions += served.evicted
     seconds, cpu_seconds = time.perf_counter() - start, time.thread_time() - cpu_start
     return ReplayReport(len(chains), blocks, hit_blocks, failed, evictions, seconds, cpu_seconds)
-
-
-def _key_chains(requests: Iterable[Request]) -> list[list[OffloadKey]]:
-    """Each request's keys, one key object per distinct hash id."""
-    keys: dict[int, OffloadKey] = {}
-    chains: list[list[OffloadKey]] = []
-    for number, request in enumerate(requests):
-        chain: list[OffloadKey] = []
-        for hash_id in _hash_ids(request, number):
-            key = keys.get(hash_id)
-            if key is None:
-                key = keys[hash_id] = block_key(hash_id)
-            chain.append(key)
-        chains.append(chain)
-    return chains
 
 
 def _hash_ids(request: object, number: int) -> Sequence[int]:

@@ -20,29 +20,27 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TypeVar
 
 import torch
 
 from kvcontract.assembly import build_manager, build_worker
 from kvcontract.config import KVContractConfig
 from kvcontract.managers import TierStats, TieringStats
-from kvcontract.sim.observer import RequestObserver, WhatIfSummary
 from kvcontract.contracts import (
     GPULoadStoreSpec,
-    LookupResult,
+    LoadStoreSpec,
     OffloadingManager,
     OffloadingWorker,
     OffloadKey,
+    PrepareStoreOutput,
     ReqContext,
     TransferResult,
-    make_offload_key,
 )
+from kvcontract.sim.driver import RequestServer, StorePlan, key_chains
+from kvcontract.sim.observer import RequestObserver, WhatIfSummary
 
 __all__ = ["DataMismatch", "EngineSimulator", "ProgressSample", "SimulationReport", "resolve_device"]
 
-_R = TypeVar("_R")
-_RETRY_LIMIT = 2000
 _RETRY_PAUSE_SECONDS = 0.0002
 _SAMPLES = 100
 _BLOCK_STEP = 1 << 20
@@ -116,34 +114,43 @@ class _Totals:
     verified_blocks: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """The request being served, as the data path needs it: its ids, key positions and GPU region."""
+
+    hash_ids: Sequence[int]
+    positions: dict[OffloadKey, int]
+    region: int
+    base: int
+
+
 class EngineSimulator:
-    """A KV cache on a device, a manager and a worker built from one config, driven per request."""
+    """A KV cache on a device, a manager and a worker built from one config, driven per request.
+
+    Requests are served through :class:`kvcontract.sim.driver.RequestServer` in kvcontract's
+    order, the one every replay uses; the simulator's :class:`_Copies` is the driver's data
+    path (the worker's copies, their checks, and each store's completion at its point of the
+    schedule).
+    """
 
     def __init__(
         self, config: KVContractConfig, max_blocks_per_request: int, *, observer: RequestObserver | None = None
     ) -> None:
-        layout = config.kv_layout
         self._config = config
         self._observer = observer
-        self._k = layout.blocks_per_offload_block
-        self._region_blocks = max(1, max_blocks_per_request) * self._k
         self.device: torch.device = resolve_device(config.transfer.device)
-        shape = (2 * self._region_blocks, 2, layout.block_tokens, layout.num_kv_heads, layout.head_dim)
-        dtype = getattr(torch, layout.dtype)
-        self._kv_caches = [
-            torch.zeros(shape, dtype=dtype, device=self.device) for _ in range(layout.num_layers)
-        ]
-        self._words = [cache.view(cache.shape[0], -1).view(torch.int64) for cache in self._kv_caches]
-        self._offsets = torch.arange(self._words[0].shape[1], device=self.device, dtype=torch.int64)
-        worker = build_worker(config, self._kv_caches)
-        self.worker: OffloadingWorker = worker
-        self.manager: OffloadingManager = build_manager(config, host_blocks=worker.host_buffer)
-        self._job_ids = itertools.count(1)
-        self._store_jobs: dict[int, tuple[Sequence[OffloadKey], ReqContext]] = {}
-        self._reported: dict[int, TransferResult] = {}
-        """Stores the worker reported finished whose completion the schedule has not applied yet."""
-        self._region_store: dict[int, int] = {}
         self._totals = _Totals()
+        self._copies = _Copies(config, max_blocks_per_request, self.device, self._totals)
+        self.worker: OffloadingWorker = self._copies.worker
+        """The worker, whose host buffer the manager's tiers move blocks in and out of."""
+        self.manager: OffloadingManager = build_manager(config, host_blocks=self._copies.worker.host_buffer)
+        self._copies.manager = self.manager
+        self._server = RequestServer(
+            self.manager,
+            step_end=self.manager.take_events,
+            observe=None if observer is None else observer.observe,
+            data_path=self._copies,
+        )
 
     def run(
         self,
@@ -154,179 +161,27 @@ class EngineSimulator:
         started = time.perf_counter()
         every = max(1, len(requests) // _SAMPLES)
         samples: list[ProgressSample] = []
-        for index, hash_ids in enumerate(requests):
-            self._serve(index, hash_ids)
+        for index, (hash_ids, keys) in enumerate(zip(requests, key_chains(requests))):
+            self._serve(index, hash_ids, keys)
             if on_request is not None:
                 on_request(index + 1)
             if (index + 1) % every == 0 or index + 1 == len(requests):
                 samples.append(self._sample(index + 1))
-        for job in sorted(self._store_jobs):
-            self._settle(job)
+        self._copies.settle_all()
         self.manager.shutdown()
         self.worker.shutdown()
         stats = self.manager.stats()
         tiers = stats.tiers if isinstance(stats, TieringStats) else ()
         return self._report(len(requests), time.perf_counter() - started, samples, tiers)
 
-    def _serve(self, index: int, hash_ids: Sequence[int]) -> None:
-        region = index % 2
-        pending = self._region_store.pop(region, None)
-        if pending is not None:
-            self._settle(pending)
-        self._collect()
-        ctx = ReqContext(f"request-{index}")
-        keys = [make_offload_key(h.to_bytes(8, "big")) for h in hash_ids]
-        if self._observer is not None:
-            self._observer.observe(keys)
-        base = region * self._region_blocks
-        hits = self._readable_prefix(keys, ctx)
-        if hits:
-            self._load(keys[:hits], hash_ids[:hits], base, ctx)
-        self._timed(lambda: self.manager.touch(keys, ctx))
-        self._write(hash_ids[hits:], base + hits * self._k)
-        self._store(keys, hits, base, ctx, region)
-        self._timed(lambda: self.manager.on_request_finished(ctx))
-        self._timed(self.manager.take_events)
-        self._totals.blocks += len(keys)
-        self._totals.hit_blocks += hits
-
-    def _readable_prefix(self, keys: Sequence[OffloadKey], ctx: ReqContext) -> int:
-        """Blocks readable from the start of ``keys``, waiting for promotions a tier started.
-
-        Keys are looked up until one is neither readable nor being promoted, so every
-        promotion of the prefix starts in the same step; then each ``RETRY`` is asked
-        again, in order, until it lands.
-        """
-        answers: list[LookupResult] = []
-        for key in keys:
-            answer = self._timed(lambda: self.manager.lookup(key, ctx))
-            if answer is not LookupResult.HIT and answer is not LookupResult.RETRY:
-                break
-            answers.append(answer)
-        hits = 0
-        for key, answer in zip(keys, answers):
-            retries = 0
-            while answer is LookupResult.RETRY and retries < _RETRY_LIMIT:
-                time.sleep(_RETRY_PAUSE_SECONDS)
-                self._collect()
-                answer = self._timed(lambda: self.manager.lookup(key, ctx))
-                retries += 1
-            if answer is not LookupResult.HIT:
-                break
-            hits += 1
-        if LookupResult.RETRY in answers:
-            hits = self._still_readable(keys[:hits], ctx)
-        return hits
-
-    def _still_readable(self, keys: Sequence[OffloadKey], ctx: ReqContext) -> int:
-        """Completions applied while waiting may have evicted part of the prefix: re-check it."""
-        for count, key in enumerate(keys):
-            if self._timed(lambda: self.manager.lookup(key, ctx)) is not LookupResult.HIT:
-                return count
-        return len(keys)
-
-    def _load(
-        self, keys: Sequence[OffloadKey], hash_ids: Sequence[int], base: int, ctx: ReqContext
-    ) -> None:
-        spec = self._timed(lambda: self.manager.prepare_load(keys, ctx))
-        end = base + len(keys) * self._k
-        gpu_ids = list(range(base, end))
-        for words in self._words:
-            words[base:end] = -1
-        job = next(self._job_ids)
-        submitted = self.worker.submit_load(job, spec, GPULoadStoreSpec(gpu_ids))
-        if submitted:
-            self.worker.wait([job])
-            self._collect()
-            self._verify(hash_ids, base)
-        else:
-            self._totals.failed_loads += 1
-        self._timed(lambda: self.manager.complete_load(keys, ctx))
-
-    def _store(
-        self, keys: Sequence[OffloadKey], hits: int, base: int, ctx: ReqContext, region: int
-    ) -> None:
-        new_keys = keys[hits:]
-        if not new_keys:
-            return
-        plan = self._timed(lambda: self.manager.prepare_store(new_keys, ctx))
-        if plan is None or not plan.keys_to_store:
-            return
-        position = {key: i for i, key in enumerate(keys)}
-        gpu_ids = [
-            base + position[key] * self._k + sub for key in plan.keys_to_store for sub in range(self._k)
-        ]
-        job = next(self._job_ids)
-        if self.worker.submit_store(job, GPULoadStoreSpec(gpu_ids), plan.store_spec):
-            self._store_jobs[job] = (plan.keys_to_store, ctx)
-            self._region_store[region] = job
-        else:
-            self._totals.failed_stores += len(plan.keys_to_store)
-            to_fail = plan.keys_to_store
-            self._timed(lambda: self.manager.complete_store(to_fail, ctx, success=False))
-
-    def _collect(self) -> None:
-        """Take what the worker reports finished: loads are counted, stores wait for :meth:`_settle`."""
-        for result in self.worker.get_finished():
-            self._totals.transfer_seconds += result.transfer_seconds
-            if result.job_id in self._store_jobs:
-                self._reported[result.job_id] = result
-            elif result.success:
-                self._totals.bytes_loaded += result.transfer_bytes
-            else:
-                self._totals.failed_loads += 1
-
-    def _settle(self, job: int) -> None:
-        """Apply store ``job``'s completion to the manager, waiting for the worker to finish it first."""
-        if job not in self._reported:
-            self.worker.wait([job])
-            self._collect()
-        result = self._reported.pop(job, None)
-        if result is None:
-            raise RuntimeError(f"the worker did not report store job {job} finished after waiting for it")
-        keys, ctx = self._store_jobs.pop(job)
-        if result.success:
-            self._totals.bytes_stored += result.transfer_bytes
-        else:
-            self._totals.failed_stores += len(keys)
-        self._timed(lambda: self.manager.complete_store(keys, ctx, success=result.success))
-
-    def _pattern(self, hash_ids: Sequence[int]) -> torch.Tensor:
-        """Words of the GPU blocks of ``hash_ids`` in layer 0; layer ``l`` adds ``l * _LAYER_STEP``."""
-        # ids of 2**63 and more (a trace's ids are unsigned 64-bit) as the int64 of the same bits
-        signed = [h - (1 << 64) if h >> 63 else h for h in hash_ids]
-        ids = torch.tensor(signed, dtype=torch.int64, device=self.device)
-        subs = torch.arange(self._k, dtype=torch.int64, device=self.device)
-        values = (ids[:, None] * self._k + subs[None, :]).reshape(-1, 1)
-        return values * _BLOCK_STEP + self._offsets[None, :]
-
-    def _write(self, hash_ids: Sequence[int], first_gpu_block: int) -> None:
-        if not hash_ids:
-            return
-        pattern = self._pattern(hash_ids)
-        end = first_gpu_block + pattern.shape[0]
-        for layer, words in enumerate(self._words):
-            torch.add(pattern, layer * _LAYER_STEP, out=words[first_gpu_block:end])
-
-    def _verify(self, hash_ids: Sequence[int], first_gpu_block: int) -> None:
-        pattern = self._pattern(hash_ids)
-        end = first_gpu_block + pattern.shape[0]
-        for layer, words in enumerate(self._words):
-            if layer:
-                pattern += _LAYER_STEP
-            if not torch.equal(words[first_gpu_block:end], pattern):
-                raise DataMismatch(
-                    f"layer {layer}: a block loaded for hash ids {list(hash_ids)[:8]}... "
-                    "differs from the block that was stored"
-                )
-        self._totals.verified_blocks += len(hash_ids)
-
-    def _timed(self, call: Callable[[], _R]) -> _R:
+    def _serve(self, index: int, hash_ids: Sequence[int], keys: Sequence[OffloadKey]) -> None:
+        copies = self._copies
+        copies.begin(index, hash_ids, keys)
         started = time.perf_counter()
-        try:
-            return call()
-        finally:
-            self._totals.manager_seconds += time.perf_counter() - started
+        served = self._server.serve(keys, ReqContext(f"request-{index}"))
+        self._totals.manager_seconds += time.perf_counter() - started - copies.take_seconds()
+        self._totals.blocks += len(keys)
+        self._totals.hit_blocks += served.found
 
     def _sample(self, served: int) -> ProgressSample:
         totals = self._totals
@@ -365,6 +220,168 @@ class EngineSimulator:
             identity_mismatches=sum(tier.identity_mismatches for tier in tiers),
             whatif=self._observer.summary() if self._observer is not None else None,
         )
+
+
+class _Copies:
+    """The engine's side of each request, as the driver's data path: the worker's copies and their checks.
+
+    It copies loaded blocks into the GPU cache and compares them with what was stored, fills
+    the GPU blocks a request computes, stores them through the worker, and applies each
+    store's completion when the request two after it begins (it reuses the store's GPU region,
+    so the engine waits for that store there in any case). The time of its calls is kept, so
+    the simulator counts only the manager's own time as manager time.
+    """
+
+    def __init__(
+        self, config: KVContractConfig, max_blocks_per_request: int, device: torch.device, totals: _Totals
+    ) -> None:
+        layout = config.kv_layout
+        self._k = layout.blocks_per_offload_block
+        self._region_blocks = max(1, max_blocks_per_request) * self._k
+        self._device = device
+        shape = (2 * self._region_blocks, 2, layout.block_tokens, layout.num_kv_heads, layout.head_dim)
+        dtype = getattr(torch, layout.dtype)
+        self._kv_caches = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layout.num_layers)]
+        self._words = [cache.view(cache.shape[0], -1).view(torch.int64) for cache in self._kv_caches]
+        self._offsets = torch.arange(self._words[0].shape[1], device=device, dtype=torch.int64)
+        self.worker = build_worker(config, self._kv_caches)
+        self.manager: OffloadingManager | None = None
+        """Set once the manager is built on the worker's host buffer."""
+        self._totals = totals
+        self._job_ids = itertools.count(1)
+        self._store_jobs: dict[int, tuple[Sequence[OffloadKey], ReqContext]] = {}
+        self._reported: dict[int, TransferResult] = {}
+        """Stores the worker reported finished whose completion the schedule has not applied yet."""
+        self._region_store: dict[int, int] = {}
+        self._request = _Request((), {}, 0, 0)
+        self._seconds = 0.0
+
+    def begin(self, index: int, hash_ids: Sequence[int], keys: Sequence[OffloadKey]) -> None:
+        """Request ``index`` starts: settle the store that used its GPU region, take finished work."""
+        region = index % 2
+        pending = self._region_store.pop(region, None)
+        if pending is not None:
+            self._settle(pending)
+        self._collect()
+        positions = {key: position for position, key in enumerate(keys)}
+        self._request = _Request(hash_ids, positions, region, region * self._region_blocks)
+        self._seconds = 0.0
+
+    def take_seconds(self) -> float:
+        """Seconds spent in the data path's calls since the request began, less the manager calls among them."""
+        return self._seconds
+
+    def settle_all(self) -> None:
+        """Apply every store still in flight, in job order: the run is over."""
+        for job in sorted(self._store_jobs):
+            self._settle(job)
+
+    def wait(self) -> None:
+        started = time.perf_counter()
+        time.sleep(_RETRY_PAUSE_SECONDS)
+        self._collect()
+        self._seconds += time.perf_counter() - started
+
+    def load(self, keys: Sequence[OffloadKey], spec: object, context: ReqContext) -> None:
+        started = time.perf_counter()
+        if not isinstance(spec, LoadStoreSpec):
+            raise TypeError(f"prepare_load returned a {type(spec).__name__}, not a LoadStoreSpec")
+        request = self._request
+        base = request.base
+        end = base + len(keys) * self._k
+        for words in self._words:
+            words[base:end] = -1
+        job = next(self._job_ids)
+        if self.worker.submit_load(job, spec, GPULoadStoreSpec(list(range(base, end)))):
+            self.worker.wait([job])
+            self._collect()
+            self._verify(request.hash_ids[: len(keys)], base)
+        else:
+            self._totals.failed_loads += 1
+        self._seconds += time.perf_counter() - started
+
+    def store(self, plan: StorePlan[OffloadKey], context: ReqContext) -> None:
+        started = time.perf_counter()
+        if not isinstance(plan, PrepareStoreOutput):
+            raise TypeError(f"prepare_store returned a {type(plan).__name__}, not a PrepareStoreOutput")
+        request = self._request
+        first = min(request.positions[key] for key in plan.keys_to_store)
+        self._write(request.hash_ids[first:], request.base + first * self._k)
+        gpu_ids = [
+            request.base + request.positions[key] * self._k + sub for key in plan.keys_to_store for sub in range(self._k)
+        ]
+        job = next(self._job_ids)
+        if self.worker.submit_store(job, GPULoadStoreSpec(gpu_ids), plan.store_spec):
+            self._store_jobs[job] = (plan.keys_to_store, context)
+            self._region_store[request.region] = job
+            self._seconds += time.perf_counter() - started
+        else:
+            self._totals.failed_stores += len(plan.keys_to_store)
+            self._seconds += time.perf_counter() - started
+            self._manager().complete_store(plan.keys_to_store, context, success=False)
+
+    def _manager(self) -> OffloadingManager:
+        if self.manager is None:
+            raise RuntimeError("the simulator's data path was used before its manager was built")
+        return self.manager
+
+    def _collect(self) -> None:
+        """Take what the worker reports finished: loads are counted, stores wait for :meth:`_settle`."""
+        for result in self.worker.get_finished():
+            self._totals.transfer_seconds += result.transfer_seconds
+            if result.job_id in self._store_jobs:
+                self._reported[result.job_id] = result
+            elif result.success:
+                self._totals.bytes_loaded += result.transfer_bytes
+            else:
+                self._totals.failed_loads += 1
+
+    def _settle(self, job: int) -> None:
+        """Apply store ``job``'s completion to the manager, waiting for the worker to finish it first."""
+        if job not in self._reported:
+            self.worker.wait([job])
+            self._collect()
+        result = self._reported.pop(job, None)
+        if result is None:
+            raise RuntimeError(f"the worker did not report store job {job} finished after waiting for it")
+        keys, ctx = self._store_jobs.pop(job)
+        if result.success:
+            self._totals.bytes_stored += result.transfer_bytes
+        else:
+            self._totals.failed_stores += len(keys)
+        started = time.perf_counter()
+        self._manager().complete_store(keys, ctx, success=result.success)
+        self._totals.manager_seconds += time.perf_counter() - started
+
+    def _pattern(self, hash_ids: Sequence[int]) -> torch.Tensor:
+        """Words of the GPU blocks of ``hash_ids`` in layer 0; layer ``l`` adds ``l * _LAYER_STEP``."""
+        # ids of 2**63 and more (a trace's ids are unsigned 64-bit) as the int64 of the same bits
+        signed = [h - (1 << 64) if h >> 63 else h for h in hash_ids]
+        ids = torch.tensor(signed, dtype=torch.int64, device=self._device)
+        subs = torch.arange(self._k, dtype=torch.int64, device=self._device)
+        values = (ids[:, None] * self._k + subs[None, :]).reshape(-1, 1)
+        return values * _BLOCK_STEP + self._offsets[None, :]
+
+    def _write(self, hash_ids: Sequence[int], first_gpu_block: int) -> None:
+        if not hash_ids:
+            return
+        pattern = self._pattern(hash_ids)
+        end = first_gpu_block + pattern.shape[0]
+        for layer, words in enumerate(self._words):
+            torch.add(pattern, layer * _LAYER_STEP, out=words[first_gpu_block:end])
+
+    def _verify(self, hash_ids: Sequence[int], first_gpu_block: int) -> None:
+        pattern = self._pattern(hash_ids)
+        end = first_gpu_block + pattern.shape[0]
+        for layer, words in enumerate(self._words):
+            if layer:
+                pattern += _LAYER_STEP
+            if not torch.equal(words[first_gpu_block:end], pattern):
+                raise DataMismatch(
+                    f"layer {layer}: a block loaded for hash ids {list(hash_ids)[:8]}... "
+                    "differs from the block that was stored"
+                )
+        self._totals.verified_blocks += len(hash_ids)
 
 
 def _gbps(transferred: int, seconds: float) -> float:
