@@ -82,12 +82,13 @@ def _check_environment() -> None:
 def _one_line(error: Exception) -> str | None:
     """The line that reports a known user error, or ``None`` for anything else (a bug)."""
     from kvcontract.config import ConfigError
+    from kvcontract.extras import MissingExtraError
     from kvcontract.sim.trace import TraceFormatError
 
     if isinstance(error, (UsageError, ConfigError, TraceFormatError)):
         return " ".join(str(error).split())
-    if isinstance(error, ImportError) and "pip install 'kvcontract[" in str(error):
-        return str(error)  # an optional dependency missing: the message names the extra
+    if isinstance(error, MissingExtraError):
+        return str(error)
     if isinstance(error, OSError):
         reason = error.strerror or str(error)
         return f"{error.filename}: {reason}" if error.filename is not None else reason

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from kvcontract.extras import MissingExtraError
 from kvcontract.metrics import MetricsCollector
 
 if TYPE_CHECKING:
@@ -20,17 +21,11 @@ if TYPE_CHECKING:
 __all__ = ["MetricsServer", "MissingExtraError", "registry_for", "serve_metrics"]
 
 
-class MissingExtraError(ImportError):
-    """An optional dependency is not installed; the message names the extra that brings it."""
-
-
 def _client() -> None:
     try:
         importlib.import_module("prometheus_client")
     except ImportError:
-        raise MissingExtraError(
-            "metrics need prometheus-client: pip install 'kvcontract[metrics]'"
-        ) from None
+        raise MissingExtraError("metrics need prometheus-client: pip install 'kvcontract[metrics]'", extra="metrics") from None
 
 
 class _Bridge:

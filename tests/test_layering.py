@@ -22,7 +22,7 @@ from typing_extensions import override
 PACKAGE = Path(__file__).resolve().parents[1] / "kvcontract"
 
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"kvcontract", "kvcontract.contracts", "kvcontract.enforce"}),
+    frozenset({"kvcontract", "kvcontract.contracts", "kvcontract.enforce", "kvcontract.extras"}),
     frozenset({"kvcontract.policies", "kvcontract.managers", "kvcontract.tiers", "kvcontract.transfer"}),
     frozenset({"kvcontract.config", "kvcontract.assembly", "kvcontract.metrics", "kvcontract.prometheus"}),
     frozenset({"kvcontract.sim"}),

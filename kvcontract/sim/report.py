@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from kvcontract.config import CPUManagerConfig, FileTierConfig, KVContractConfig, MooncakeTierConfig, RedisTierConfig
+from kvcontract.extras import MissingExtraError
 from kvcontract.sim.observer import WhatIfSummary
 from kvcontract.sim.output import show_line, show_table, size_text
 from kvcontract.sim.simulator import SimulationReport
@@ -131,7 +132,7 @@ def require_plotting() -> None:
     try:
         importlib.import_module("matplotlib")
     except ImportError as error:
-        raise ImportError(f"plots need matplotlib: pip install '{PLOT_EXTRA}'") from error
+        raise MissingExtraError(f"plots need matplotlib: pip install '{PLOT_EXTRA}'", extra="plot") from error
 
 
 def write_plot(report: SimulationReport, path: Path) -> None:

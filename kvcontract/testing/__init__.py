@@ -6,16 +6,18 @@ and raises :class:`ConformanceError` naming the broken rule and the shrunk call 
 Needs hypothesis: ``pip install 'kvcontract[testing]'``.
 """
 
+from kvcontract.extras import MissingExtraError as _MissingExtraError
+
 try:
     import hypothesis as _hypothesis
 except ImportError:  # pragma: no cover - exercised without the extra only
-    raise ImportError("kvcontract.testing needs hypothesis: pip install 'kvcontract[testing]'") from None
+    raise _MissingExtraError("kvcontract.testing needs hypothesis: pip install 'kvcontract[testing]'", extra="testing") from None
 
 from kvcontract.testing.checks import check_manager, check_policy, check_tier, check_worker
 from kvcontract.testing.conformance import PROFILES, ConformanceError, Profile
 from kvcontract.testing.identity import example_identity
 
-del _hypothesis
+del _hypothesis, _MissingExtraError
 
 __all__ = [
     "PROFILES",

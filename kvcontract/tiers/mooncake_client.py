@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from kvcontract.extras import MissingExtraError
+
 __all__ = [
     "MISSING_EXTRA",
     "MooncakeConnection",
@@ -138,7 +140,7 @@ def connect(
     try:
         client = importlib.import_module("mooncake.store")
     except ImportError:
-        raise ImportError(MISSING_EXTRA) from None
+        raise MissingExtraError(MISSING_EXTRA, extra="mooncake") from None
     _reachable("master", master, timeout)
     if metadata_server != P2P_HANDSHAKE:
         address = urlsplit(metadata_server)

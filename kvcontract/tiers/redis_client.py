@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from kvcontract.extras import MissingExtraError
+
 __all__ = [
     "MISSING_EXTRA",
     "RedisClient",
@@ -93,7 +95,7 @@ def connect(
         from redis.exceptions import RedisError
         from redis.retry import Retry
     except ImportError:
-        raise ImportError(MISSING_EXTRA) from None
+        raise MissingExtraError(MISSING_EXTRA, extra="redis") from None
     where = url if url is not None else "cluster " + ",".join(f"{h}:{p}" for h, p in cluster_nodes)
     client: RedisClient
     try:

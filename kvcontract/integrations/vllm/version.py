@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from importlib import metadata
 
+from kvcontract.extras import MissingExtraError
+
 __all__ = ["SUPPORTED_VLLM", "UnsupportedVLLMError", "check_vllm_version"]
 
 SUPPORTED_VLLM: tuple[str, ...] = ("0.34", "0.33")
@@ -17,7 +19,7 @@ SUPPORTED_VLLM: tuple[str, ...] = ("0.34", "0.33")
 _SUPPORTED = " and ".join(f"{release}.x" for release in SUPPORTED_VLLM)
 
 
-class UnsupportedVLLMError(ImportError):
+class UnsupportedVLLMError(MissingExtraError):
     """vLLM is missing, or its version is not one the adapters support."""
 
 
@@ -30,12 +32,14 @@ def check_vllm_version(version: str | None = None) -> str:
             raise UnsupportedVLLMError(
                 f"kvcontract.integrations.vllm needs vLLM {_SUPPORTED}, which is not installed: "
                 "pip install 'kvcontract[vllm]' on a GPU machine (vLLM with its own torch), or "
-                "requirements/vllm.txt then vLLM --no-deps for a CPU-only test setup"
+                "requirements/vllm.txt then vLLM --no-deps for a CPU-only test setup",
+                extra="vllm",
             ) from None
     release = ".".join(version.split("+")[0].split(".")[:2])
     if release not in SUPPORTED_VLLM:
         raise UnsupportedVLLMError(
             f"kvcontract.integrations.vllm supports vLLM {_SUPPORTED}, found vLLM {version}: "
-            f"pip install 'vllm=={SUPPORTED_VLLM[0]}.*' or a kvcontract release made for vLLM {release}"
+            f"pip install 'vllm=={SUPPORTED_VLLM[0]}.*' or a kvcontract release made for vLLM {release}",
+            extra="vllm",
         )
     return version
