@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import kvcontract.config as config_module
+import kvcontract.config.machine as config_module
 from kvcontract.config import KVContractConfig, load_config
 from kvcontract.sim.defaults import SIMULATION_DEFAULTS
 from tests.cli.support import run_cli

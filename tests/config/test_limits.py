@@ -131,7 +131,7 @@ def test_policy_paths_must_name_a_cache_policy_factory_by_type(tmp_path: Path) -
 
 
 def test_the_machine_check_names_a_missing_device_and_memory_beyond_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kvcontract.config as config_module
+    import kvcontract.config.machine as config_module
 
     config = KVContractConfig.model_validate({"kv_layout": "tiny", "manager": {"capacity": "1GiB"}, "transfer": {"device": "cuda:63"}})
     monkeypatch.setattr(config_module, "physical_memory_bytes", lambda: 512 << 20)

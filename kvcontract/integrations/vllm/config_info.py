@@ -16,7 +16,8 @@ from vllm.v1.kv_offload.base import ConfigInfo
 from vllm.v1.kv_offload.config import OffloadingConfig
 from vllm.v1.kv_offload.cpu.common import CPUOffloadingInfo
 
-from kvcontract.config import CPUManagerConfig, FileTierConfig, KVContractConfig, TierConfig
+from kvcontract.config import CPUManagerConfig, FileTierConfig, KVContractConfig
+from kvcontract.config.tiers import TierConfig
 from kvcontract.integrations.vllm.capacity import offload_block_bytes
 
 __all__ = ["KVContractOffloadingInfo", "KVContractTierInfo"]

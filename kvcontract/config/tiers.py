@@ -1,0 +1,118 @@
+"""The secondary tiers a tiering manager keeps: file, Redis and Mooncake."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+from pydantic import (
+    ByteSize,
+    Field,
+    field_validator,
+    model_validator,
+)
+from typing_extensions import Self
+
+if sys.version_info >= (3, 11):
+    pass
+else:  # pragma: no cover - exercised on Python 3.10 only
+    pass
+from kvcontract.config.base import ConfigModel
+from kvcontract.config.limits import ConfigLimits
+from kvcontract.config.policy import PolicyConfig
+from kvcontract.config.sizes import Capacity
+
+
+class FileTierConfig(ConfigModel):
+    """Blocks as files under ``path``, with their own capacity and eviction policy.
+
+    ``umask`` sets the modes of what the tier creates (``0o077``: files 0600, directories
+    0700; ``0o007`` shares them with a group); octal strings such as ``"007"`` are read as
+    octal. ``path`` must belong to this user and be writable by no one the umask leaves
+    out, unless ``trust_shared_root`` says everyone who can write it is trusted (docs/file-tier.md).
+    """
+
+    kind: Literal["file"] = "file"
+    path: Path
+    capacity: Capacity
+    policy: PolicyConfig = PolicyConfig()
+    io_threads: int = Field(default=4, ge=1, le=ConfigLimits.MAX_IO_THREADS)
+    umask: int = Field(default=0o077, ge=0, le=0o077, description="Permission bits the tier never grants.")
+    trust_shared_root: bool = False
+    enable_events: bool = False
+
+    @field_validator("umask", mode="before")
+    @classmethod
+    def _octal_string(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip():
+            digits = value.strip().lower().removeprefix("0o")
+            if not digits or digits.strip("01234567"):
+                raise ValueError(f"umask {value!r} is not octal: write it like 0o077 or \"077\"")
+            return int(digits, 8)
+        return value
+
+
+class RedisTierConfig(ConfigModel):
+    """Blocks as values on a Redis server or Redis Cluster that many engines share; Redis owns capacity.
+
+    Give ``url`` or ``cluster_nodes`` (``host:port``). Timeouts are seconds. Key names
+    derive from the block identity; ``namespace`` (optional) is added to them, scoping keys
+    further within one identity, never across identities.
+    """
+
+    kind: Literal["redis"] = "redis"
+    url: str | None = Field(default=None, pattern=r"^(redis|rediss|unix)://")
+    cluster_nodes: list[Annotated[str, Field(pattern=r"^[^:\s]+:\d{1,5}$")]] = Field(
+        default_factory=list[str]
+    )
+    namespace: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[^{}\s]+$")
+    socket_timeout: float = Field(default=1.0, gt=0)
+    connect_timeout: float = Field(default=1.0, gt=0)
+    lookup_timeout: float = Field(default=0.1, gt=0)
+    pool_size: int = Field(default=8, ge=2)
+    ttl_seconds: int | None = Field(default=None, ge=1)
+    io_threads: int = Field(default=4, ge=1, le=ConfigLimits.MAX_IO_THREADS)
+    start_degraded: bool = False
+    retry_interval: float = Field(default=1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_address(self) -> Self:
+        if (self.url is None) == (not self.cluster_nodes):
+            raise ValueError("give exactly one of url (redis://host:port/db) and cluster_nodes ([host:port, ...])")
+        if self.pool_size < self.io_threads + 1:
+            raise ValueError(
+                f"pool_size ({self.pool_size}) must be at least io_threads + 1 ({self.io_threads + 1}): "
+                "each I/O thread and the lookup thread hold a connection"
+            )
+        return self
+
+
+class MooncakeTierConfig(ConfigModel):
+    """Blocks as objects in a Mooncake Store that many engines share; Mooncake owns capacity and eviction.
+
+    ``master`` is ``host:port`` of ``mooncake_master``; ``metadata_server`` its HTTP metadata
+    server (or ``P2PHANDSHAKE``). Each engine lends ``global_segment_size`` bytes of its memory
+    to the store (0: none, it only uses the others'); ``local_hostname`` is the address other
+    clients reach this one at. Sizes are bytes or strings such as ``"1GiB"``; timeouts are
+    seconds. Key names derive from the block identity; ``namespace`` scopes them further.
+    """
+
+    kind: Literal["mooncake"] = "mooncake"
+    master: str = Field(default="127.0.0.1:50051", pattern=r"^[^:\s]+:\d{1,5}$")
+    metadata_server: str = Field(default="http://127.0.0.1:8080/metadata", pattern=r"^(https?://\S+|P2PHANDSHAKE)$")
+    protocol: Literal["tcp", "rdma"] = "tcp"
+    devices: str = Field(default="", description="RDMA devices (e.g. mlx5_0,mlx5_1); empty over TCP.")
+    local_hostname: str = Field(default="127.0.0.1", min_length=1, pattern=r"^\S+$")
+    global_segment_size: ByteSize = Field(default=ByteSize(1 << 30), ge=0, le=ConfigLimits.MAX_TIER_BYTES)
+    local_buffer_size: ByteSize = Field(default=ByteSize(256 << 20), ge=0, le=ConfigLimits.MAX_TIER_BYTES)
+    replicas: int = Field(default=1, ge=1, le=16)
+    timeout: float = Field(default=5.0, gt=0)
+    io_threads: int = Field(default=4, ge=1, le=ConfigLimits.MAX_IO_THREADS)
+    namespace: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[^{}:\s]+$")
+    lookup_timeout: float = Field(default=0.1, gt=0)
+    start_degraded: bool = False
+    retry_interval: float = Field(default=1.0, gt=0)
+
+
+TierConfig = Annotated[Union[FileTierConfig, RedisTierConfig, MooncakeTierConfig], Field(discriminator="kind")]
