@@ -71,28 +71,27 @@ class PageTable:
 
 
 class StagingRows:
-    """The copying path's rows, lent to one call at a time and returned when its tier jobs report.
+    """The copying path's staging slots (each the rows of one page), lent to a call and returned when their tier jobs report.
 
-    A call that finds too few free rows gets none (its pages are misses or failed sets), so a
-    tier that is slow to report never makes SGLang wait for room.
+    A call takes what is free, up to what it needs, and moves its pages through them in rounds;
+    with none free its pages are misses or failed sets, so a tier that is slow to report never
+    makes SGLang wait for room.
     """
 
-    def __init__(self, count: int) -> None:
-        self._free = list(range(count))
+    def __init__(self, slots: Sequence[list[int]]) -> None:
+        self._free = list(slots)
         self._lock = threading.Lock()
 
-    def take(self, count: int) -> list[int] | None:
-        """``count`` free rows, or ``None`` if fewer are free."""
+    def take(self, count: int) -> list[list[int]]:
+        """The rows of up to ``count`` free slots (none if none is free)."""
         with self._lock:
-            if len(self._free) < count:
-                return None
             taken, self._free = self._free[:count], self._free[count:]
         return taken
 
-    def give_back(self, rows: Sequence[int]) -> None:
-        """Return rows whose tier jobs have reported."""
+    def give_back(self, slots: Sequence[list[int]]) -> None:
+        """Return slots whose tier jobs have reported."""
         with self._lock:
-            self._free.extend(rows)
+            self._free.extend(slots)
 
 
 def page_table(pool: HostPool, page_num: int, staging_pages: int) -> PageTable:

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from typing_extensions import override
 
 from kvcontract.config import ConfigError
-from kvcontract.contracts import LookupResult, OffloadKey, SecondaryTier, TierJob, TransferResult
 from kvcontract.integrations.sglang import UnsupportedSGLangError, check_sglang_version
 from kvcontract.metrics import MetricsCollector
 from kvcontract.tiers import FileTier
@@ -218,55 +214,6 @@ def test_an_unsupported_sglang_is_one_line() -> None:
     with pytest.raises(UnsupportedSGLangError, match="supports SGLang >=0.5.23,<0.6, found SGLang 0.4.9"):
         check_sglang_version("0.4.9")
     assert check_sglang_version("0.5.23") == "0.5.23"
-
-
-class _StalledTier(SecondaryTier):
-    """A real file tier whose finished jobs are held back until ``release``: a tier that hangs, then recovers."""
-
-    def __init__(self, inner: SecondaryTier) -> None:
-        self.inner = inner
-        self.released = threading.Event()
-        self.held: list[TransferResult] = []
-
-    @override
-    def lookup(self, key: OffloadKey) -> LookupResult:
-        return self.inner.lookup(key)
-
-    @override
-    def submit_store(self, job: TierJob) -> bool:
-        return self.inner.submit_store(job)
-
-    @override
-    def submit_load(self, job: TierJob) -> bool:
-        return self.inner.submit_load(job)
-
-    @override
-    def get_finished(self) -> list[TransferResult]:
-        self.held += self.inner.get_finished()
-        if not self.released.is_set():
-            return []
-        finished, self.held = self.held, []
-        return finished
-
-    @override
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-
-def test_a_hung_tier_costs_misses_within_the_timeout_and_no_second_lost_job(tmp_path: Path) -> None:
-    pool = mha_pool("page_first")
-    store = backend(pool, storage_config(tmp_path, extra={"kvcontract": {"tier": {"kind": "file", "path": str(tmp_path), "capacity": 64}, "timeout_seconds": 0.2}}))
-    stalled = _StalledTier(store.tier)
-    store._tier = stalled  # pyright: ignore[reportPrivateUsage]  # a tier that hangs can only be put in by hand
-    indices = pool.alloc(2 * PAGE)
-    started = time.monotonic()
-    assert store.batch_set_v1(keys_for("hung", 2), indices) == [False, False]
-    assert time.monotonic() - started < 2.0
-    assert store.batch_exists(keys_for("hung", 2)) == 0  # fenced: no new job while the lost ones are out
-    assert store.batch_set_v1(keys_for("next", 1), indices[:PAGE]) == [False]
-    stalled.released.set()
-    assert store.batch_exists(keys_for("hung", 2)) == 2  # the lost jobs reported: the fence lifts
-    assert store.batch_set_v1(keys_for("next", 1), indices[:PAGE]) == [True]
 
 
 @pytest.mark.parametrize(("layout", "blocks_per_page"), [("page_first", 2), ("layer_first", 1)])
