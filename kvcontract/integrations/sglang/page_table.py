@@ -1,8 +1,9 @@
 """Where a page of SGLang's host pool lies for a kvcontract tier: rows of the pool itself, or staging rows.
 
-kvcontract's tiers move whole rows of a ``(blocks, bytes)`` uint8 table. On SGLang's page-first
-layouts (``page_first``, ``page_first_direct``, ``page_head``) the pool's one buffer viewed as
-bytes is such a table without a copy: SGLang's own zero-copy metadata
+kvcontract's tiers move whole rows of a ``(blocks, bytes)`` uint8 table. On ``page_unified``
+(one run of bytes per page, page-major) the pool's buffer is that table with page ``p`` at row
+``p``. On SGLang's page-first layouts (``page_first``, ``page_first_direct``, ``page_head``) the
+pool's one buffer viewed as bytes is such a table without a copy too: SGLang's own zero-copy metadata
 (``get_page_buffer_meta``) puts each page in one region (MLA) or two (K at row ``p``, V at row
 ``page_num + p``) of equal size, and the tier reads and writes those rows in place, a key per
 region. Other layouts (``layer_first`` scatters a page over every layer) take the copying path:
@@ -21,7 +22,9 @@ import torch
 
 __all__ = ["HostPool", "PageTable", "StagingRows", "page_table"]
 
-ZERO_COPY_LAYOUTS = frozenset({"page_first", "page_first_direct", "page_head"})
+ZERO_COPY_LAYOUTS = frozenset({"page_first", "page_first_direct", "page_head", "page_unified"})
+UNIFIED_LAYOUTS = frozenset({"page_unified"})
+"""Layouts whose buffer is page-major with a page's bytes in one run: page ``p`` is row ``p`` (SGLang gives them no page metadata)."""
 COPYING_LAYOUTS = frozenset({"layer_first"})
 
 
@@ -103,10 +106,17 @@ def page_table(pool: HostPool, page_num: int, staging_pages: int) -> PageTable:
             f"start SGLang with --hicache-mem-layout one of {served}"
         )
     buffer = pool.kv_buffer
+    if pool.layout in UNIFIED_LAYOUTS and isinstance(buffer, torch.Tensor) and buffer.is_contiguous() and buffer.shape[0] >= page_num:
+        return PageTable(buffer.view(torch.uint8).view(int(buffer.shape[0]), -1), (0,), (1,), staged=False)
     if pool.layout in ZERO_COPY_LAYOUTS and isinstance(buffer, torch.Tensor) and buffer.is_contiguous():
         table = _in_place(pool, buffer, page_num)
         if table is not None:
             return table
+    if pool.layout in UNIFIED_LAYOUTS:
+        raise ValueError(
+            f"kvcontract's HiCache backend: this {pool.layout!r} host pool's buffer is not one page-major tensor, and SGLang "
+            "gives that layout no page copy to stage it with; start SGLang with --hicache-mem-layout page_first"
+        )
     page_bytes = pool.get_data_page(0, flat=True).numel() * pool.dtype.itemsize
     return PageTable(torch.zeros((staging_pages, page_bytes), dtype=torch.uint8), (0,), (0,), staged=True)
 

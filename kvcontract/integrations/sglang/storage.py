@@ -152,7 +152,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
             indices: torch.Tensor | None = self._pool.alloc(pages * size)
             if indices is not None:
                 self._staging_indices = indices
-                starts: list[int] = indices[::size].tolist()
+                starts: list[int] = indices[::size].numpy().tolist()
                 return StagingRows([table.page_rows(start // size) for start in starts])
             pages //= 2
         return None
@@ -414,6 +414,23 @@ class KVContractHiCacheStorage(HiCacheStorage):
                 self._interval.prefetch_bandwidth.append(nbytes / seconds / 1e9 if seconds > 0 else 0.0)
             self._counts["failed_jobs"] += failed
 
+    def _read_page(self, page: int) -> torch.Tensor:
+        """Host page ``page`` as flat bytes (a copy): its rows in place, else SGLang's page view (the copying layouts)."""
+        table = self._table
+        assert table is not None  # every caller runs after register_mem_pool_host
+        if table.staged:
+            return self._pool.get_data_page(page * self._pool.page_size, flat=True).contiguous().view(torch.uint8)
+        return table.rows[table.page_rows(page)].reshape(-1)
+
+    def _write_page(self, page: int, data: torch.Tensor) -> None:
+        """Flat bytes ``data`` into host page ``page``, the way :meth:`_read_page` reads it."""
+        table = self._table
+        assert table is not None  # every caller runs after register_mem_pool_host
+        if table.staged:
+            self._pool.set_from_flat_data_page(page * self._pool.page_size, data.view(self._pool.dtype))
+        else:
+            table.rows[table.page_rows(page)] = data.view(table.regions, -1)
+
     def _scratch_page(self) -> int | None:
         return self._scratch
 
@@ -422,12 +439,11 @@ class KVContractHiCacheStorage(HiCacheStorage):
         page = self._scratch_page()
         if page is None or target_location is None:
             return None
-        size = int(self._pool.page_size)
         with self._scratch_lock:
             if not self._transfer([key], [page], store=False)[0]:
                 return None
             target: torch.Tensor = target_location
-            target.view(-1).copy_(self._pool.get_data_page(page * size, flat=True).view(target.dtype))
+            target.view(-1).copy_(self._read_page(page).view(target.dtype))
         return target
 
     @override
@@ -444,7 +460,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
             return True
         with self._scratch_lock:
             data: torch.Tensor = value
-            self._pool.set_from_flat_data_page(page * int(self._pool.page_size), data.reshape(-1).view(self._pool.dtype))
+            self._write_page(page, data.reshape(-1).view(torch.uint8))
             return self._transfer([key], [page], store=True)[0]
 
     @override

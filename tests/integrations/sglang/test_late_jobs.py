@@ -193,7 +193,7 @@ def test_after_a_late_job_a_stalled_load_is_a_miss_at_the_timeout_and_touches_on
     _until_reported(store, keys)
     staging = store._staging_indices  # pyright: ignore[reportPrivateUsage]  # where the lost jobs were allowed to write
     assert staging is not None
-    assert _changed_tokens(before, pool) <= set(staging.tolist())  # the late loads wrote staging pages only
+    assert _changed_tokens(before, pool) <= set(staging.numpy().tolist())  # the late loads wrote staging pages only
 
 
 def test_after_a_late_job_a_stalled_store_stores_the_bytes_of_the_call(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from tests.integrations.sglang.support import (
     keys_for,
     mha_pool,
     mla_pool,
+    mla_split_pool,
     page_bytes,
     storage_config,
 )
@@ -226,9 +227,38 @@ def test_a_capacity_counts_pages_whatever_the_path(tmp_path: Path, layout: str, 
         store.close()
 
 
-def test_a_host_layout_without_a_page_view_is_refused_in_one_line(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="'page_unified' host layout has no page view for storage; start SGLang with --hicache-mem-layout"):
-        backend(mha_pool("page_unified"), storage_config(tmp_path, layout="page_unified"))
+@pytest.mark.parametrize("mla", [False, True], ids=["mha", "mla"])
+def test_page_unified_pages_round_trip_in_place_and_write_only_their_pages(tmp_path: Path, mla: bool) -> None:
+    pool = mla_pool("page_unified") if mla else mha_pool("page_unified")
+    store = backend(pool, storage_config(tmp_path, layout="page_unified", mla=mla))
+    assert store.zero_copy
+    indices = pool.alloc(3 * PAGE)
+    fill_random(pool, seed=7)
+    keys = keys_for("unified", 3)
+    pages = [int(indices[i * PAGE]) // PAGE for i in range(3)]
+    expected = [bytes(pool.kv_buffer[page].contiguous().view(torch.uint8).numpy()) for page in pages]
+    assert store.batch_set_v1(keys, indices) == [True] * 3
+    targets = pool.alloc(3 * PAGE)
+    fill_random(pool, seed=8)
+    before = pool.kv_buffer.clone()
+    assert store.batch_get_v1(keys, targets) == [True] * 3
+    landed = [int(targets[i * PAGE]) // PAGE for i in range(3)]
+    assert [bytes(pool.kv_buffer[page].contiguous().view(torch.uint8).numpy()) for page in landed] == expected
+    changed = (before.view(torch.uint8) != pool.kv_buffer.view(torch.uint8)).nonzero()
+    assert set(changed[:, 0].tolist()) <= set(landed)  # page-major: dim 0 is the page
+    value = pool.kv_buffer[pages[0]].reshape(-1).clone()
+    assert store.set("flat", value)
+    got = store.get("flat", torch.zeros_like(value))
+    assert got is not None and torch.equal(got.view(torch.uint8), value.view(torch.uint8))
+
+
+def test_page_first_kv_split_is_refused_in_one_line(tmp_path: Path) -> None:
+    pool = mla_split_pool()
+    assert pool.k_buffer.data_ptr() != pool.v_buffer.data_ptr()  # K and V in two buffers: no one table of pages
+    with pytest.raises(ValueError, match="Unsupported layout"):
+        pool.get_data_page(0)  # and SGLang gives the layout no page copy to stage it with
+    with pytest.raises(ValueError, match="'page_first_kv_split' host layout has no page view for storage; start SGLang with --hicache-mem-layout"):
+        backend(pool, storage_config(tmp_path, layout="page_first_kv_split", mla=True))
 
 
 def test_sglangs_own_keys_pass(tmp_path: Path) -> None:
