@@ -419,7 +419,8 @@ class KVContractHiCacheStorage(HiCacheStorage):
         table = self._table
         assert table is not None  # every caller runs after register_mem_pool_host
         if table.staged:
-            return self._pool.get_data_page(page * self._pool.page_size, flat=True).contiguous().view(torch.uint8)
+            flat: torch.Tensor = self._pool.get_data_page(page * self._pool.page_size, flat=True)
+            return flat.contiguous().view(torch.uint8)
         return table.rows[table.page_rows(page)].reshape(-1)
 
     def _write_page(self, page: int, data: torch.Tensor) -> None:
