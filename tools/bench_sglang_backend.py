@@ -40,6 +40,7 @@ from tests.integrations.sglang.cpu_stand_ins import install_stand_ins  # noqa: E
 install_stand_ins()
 
 from kvcontract.integrations.sglang import KVContractHiCacheStorage  # noqa: E402
+from kvcontract.integrations.sglang.options import DEFAULT_POOL_STAGING_PAGES  # noqa: E402
 
 TARGET = 0.8
 HEADS, HEAD_DIM = 8, 128
@@ -100,7 +101,7 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-sglang-", dir=args.dir))
     pages, size = args.pages, args.page_tokens
     try:
-        pool = host_pool(args.layers, size, pages)
+        pool = host_pool(args.layers, size, pages + DEFAULT_POOL_STAGING_PAGES + 1)  # and the backend's reserved pages
         ours = KVContractHiCacheStorage(storage_config({
             "backend_name": "kvcontract", "module_path": "kvcontract.integrations.sglang",
             "class_name": "KVContractHiCacheStorage", "interface_v1": 1,

@@ -29,7 +29,7 @@ from kvcontract.config import (
     load_config,
 )
 
-__all__ = ["BackendOptions", "backend_options", "check_keys"]
+__all__ = ["DEFAULT_POOL_STAGING_PAGES", "DEFAULT_STAGING_PAGES", "BackendOptions", "backend_options", "check_keys"]
 
 SOURCE = "hicache-storage-backend-extra-config"
 _SGLANG_KEYS = frozenset({"backend_name", "module_path", "class_name", "interface_v1", "allocator"})
@@ -40,7 +40,9 @@ _SECTION_KEYS = frozenset({"tier", "identity", "timeout_seconds", "staging_pages
 _SIZE = TypeAdapter(ByteSize)
 DEFAULT_TIMEOUT_SECONDS = 10.0
 DEFAULT_STAGING_PAGES = 256
-"""Two of SGLang's largest calls (128 pages each, prefetch and backup at once) on the copying path."""
+"""Two of SGLang's largest calls (128 pages each, prefetch and backup at once) on the copying layouts' own staging memory."""
+DEFAULT_POOL_STAGING_PAGES = 16
+"""On zero-copy layouts the staging pages are SGLang's host pool's, reserved at start for a slow tier: a few, used in rounds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +51,8 @@ class BackendOptions:
 
     config: KVContractConfig
     timeout_seconds: float
-    staging_pages: int
+    staging_pages: int | None
+    """``None``: the default of the path (:data:`DEFAULT_STAGING_PAGES` or :data:`DEFAULT_POOL_STAGING_PAGES`)."""
 
     @property
     def tier(self) -> FileTierConfig | RedisTierConfig | MooncakeTierConfig:
@@ -81,15 +84,15 @@ def backend_options(extra_config: Mapping[str, object] | None, block_bytes: int,
     """The options in SGLang's extra config, the tier's capacity in blocks of ``block_bytes``; one ``ConfigError`` naming every bad key."""
     fields = check_keys(extra_config)
     timeout = fields.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
-    staging = fields.get("staging_pages", DEFAULT_STAGING_PAGES)
+    staging = fields.get("staging_pages")
     problems: list[str] = []
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         problems.append(f"kvcontract.timeout_seconds: give a number of seconds above 0, got {timeout!r}")
-    if isinstance(staging, bool) or not isinstance(staging, int) or staging < 1:
+    if staging is not None and (isinstance(staging, bool) or not isinstance(staging, int) or staging < 1):
         problems.append(f"kvcontract.staging_pages: give a whole number of pages, at least 1, got {staging!r}")
     if problems:
         raise ConfigError(SOURCE, problems)
-    assert isinstance(timeout, (int, float)) and isinstance(staging, int)  # checked above
+    assert isinstance(timeout, (int, float)) and (staging is None or isinstance(staging, int))  # checked above
     tier = _tier_config(fields.get("tier"), fields.get("identity"), block_bytes, blocks_per_page)
     return BackendOptions(tier, float(timeout), staging)
 

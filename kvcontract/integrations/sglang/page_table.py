@@ -1,8 +1,9 @@
 """Where a page of SGLang's host pool lies for a kvcontract tier: rows of the pool itself, or staging rows.
 
-kvcontract's tiers move whole rows of a ``(blocks, bytes)`` uint8 table. On SGLang's page-first
-layouts (``page_first``, ``page_first_direct``, ``page_head``) the pool's one buffer viewed as
-bytes is such a table without a copy: SGLang's own zero-copy metadata
+kvcontract's tiers move whole rows of a ``(blocks, bytes)`` uint8 table. On ``page_unified``
+(one run of bytes per page, page-major) the pool's buffer is that table with page ``p`` at row
+``p``. On SGLang's page-first layouts (``page_first``, ``page_first_direct``, ``page_head``) the
+pool's one buffer viewed as bytes is such a table without a copy too: SGLang's own zero-copy metadata
 (``get_page_buffer_meta``) puts each page in one region (MLA) or two (K at row ``p``, V at row
 ``page_num + p``) of equal size, and the tier reads and writes those rows in place, a key per
 region. Other layouts (``layer_first`` scatters a page over every layer) take the copying path:
@@ -21,7 +22,9 @@ import torch
 
 __all__ = ["HostPool", "PageTable", "StagingRows", "page_table"]
 
-ZERO_COPY_LAYOUTS = frozenset({"page_first", "page_first_direct", "page_head"})
+ZERO_COPY_LAYOUTS = frozenset({"page_first", "page_first_direct", "page_head", "page_unified"})
+UNIFIED_LAYOUTS = frozenset({"page_unified"})
+"""Layouts whose buffer is page-major with a page's bytes in one run: page ``p`` is row ``p`` (SGLang gives them no page metadata)."""
 COPYING_LAYOUTS = frozenset({"layer_first"})
 
 
@@ -71,28 +74,27 @@ class PageTable:
 
 
 class StagingRows:
-    """The copying path's rows, lent to one call at a time and returned when its tier jobs report.
+    """The copying path's staging slots (each the rows of one page), lent to a call and returned when their tier jobs report.
 
-    A call that finds too few free rows gets none (its pages are misses or failed sets), so a
-    tier that is slow to report never makes SGLang wait for room.
+    A call takes what is free, up to what it needs, and moves its pages through them in rounds;
+    with none free its pages are misses or failed sets, so a tier that is slow to report never
+    makes SGLang wait for room.
     """
 
-    def __init__(self, count: int) -> None:
-        self._free = list(range(count))
+    def __init__(self, slots: Sequence[list[int]]) -> None:
+        self._free = list(slots)
         self._lock = threading.Lock()
 
-    def take(self, count: int) -> list[int] | None:
-        """``count`` free rows, or ``None`` if fewer are free."""
+    def take(self, count: int) -> list[list[int]]:
+        """The rows of up to ``count`` free slots (none if none is free)."""
         with self._lock:
-            if len(self._free) < count:
-                return None
             taken, self._free = self._free[:count], self._free[count:]
         return taken
 
-    def give_back(self, rows: Sequence[int]) -> None:
-        """Return rows whose tier jobs have reported."""
+    def give_back(self, slots: Sequence[list[int]]) -> None:
+        """Return slots whose tier jobs have reported."""
         with self._lock:
-            self._free.extend(rows)
+            self._free.extend(slots)
 
 
 def page_table(pool: HostPool, page_num: int, staging_pages: int) -> PageTable:
@@ -104,10 +106,17 @@ def page_table(pool: HostPool, page_num: int, staging_pages: int) -> PageTable:
             f"start SGLang with --hicache-mem-layout one of {served}"
         )
     buffer = pool.kv_buffer
+    if pool.layout in UNIFIED_LAYOUTS and isinstance(buffer, torch.Tensor) and buffer.is_contiguous() and buffer.shape[0] >= page_num:
+        return PageTable(buffer.view(torch.uint8).view(int(buffer.shape[0]), -1), (0,), (1,), staged=False)
     if pool.layout in ZERO_COPY_LAYOUTS and isinstance(buffer, torch.Tensor) and buffer.is_contiguous():
         table = _in_place(pool, buffer, page_num)
         if table is not None:
             return table
+    if pool.layout in UNIFIED_LAYOUTS:
+        raise ValueError(
+            f"kvcontract's HiCache backend: this {pool.layout!r} host pool's buffer is not one page-major tensor, and SGLang "
+            "gives that layout no page copy to stage it with; start SGLang with --hicache-mem-layout page_first"
+        )
     page_bytes = pool.get_data_page(0, flat=True).numel() * pool.dtype.itemsize
     return PageTable(torch.zeros((staging_pages, page_bytes), dtype=torch.uint8), (0,), (0,), staged=True)
 

@@ -3,11 +3,23 @@
 SGLang's prefetch, backup and I/O threads call the backend synchronously: ``batch_exists``
 (hits from the first key up to the first miss), then ``batch_get_v1`` / ``batch_set_v1`` with
 up to 128 pages and their token indices in the host pool. Each page becomes one tier job (a
-key per region of the page, see :mod:`.page_table`), so every page gets its own answer; a
-call submits its jobs and waits for them at most ``timeout_seconds``. A page whose job has not
-reported by then is a miss or a failed set, and the backend takes no new job until the lost
-one reports (its pages may still be in the tier's hands), so a hung tier costs SGLang misses,
-never a wait longer than the timeout or a second lost job.
+key per region of the page, see :mod:`.page_table`), so every page gets its own answer.
+
+Host pages are SGLang's only while a call runs: once it returns, SGLang may free a page or
+fill it with another request's KV. The tier contract cannot take a submitted job's access to
+host memory back, so the two paths differ in what they do with a job that has not reported
+within ``timeout_seconds``:
+
+- the copying path (staging rows the backend owns) answers such a page with a miss or a failed
+  set at the timeout; the lost job keeps its staging row until it reports, and no call starts
+  a job until then, so a hung tier costs SGLang misses, never a longer wait or a wrong byte;
+- the zero-copy path (the tier reads and writes SGLang's own pages) keeps waiting for a late
+  job, however long the tier takes (kvcontract's tiers bound their jobs themselves: Redis by
+  its socket timeouts, Mooncake by its ``timeout``, the file tier by the disk), because
+  returning would hand SGLang a page the tier may still write, or let the tier store bytes
+  SGLang has since changed. It then takes the copying path, through a few pages of SGLang's
+  host pool it reserved at start (``staging_pages``, 16 unless set), until ``RECOVERY_CALLS``
+  calls in a row had every job on time and no lost job is out; then it goes back to zero copy.
 
 SGLang's older calls (``get``, ``set``, ``batch_get``, ``batch_set``, ``exists``) move whole
 flat pages through one page of the host pool the backend keeps for them, so they use the same
@@ -37,7 +49,13 @@ from kvcontract.integrations.sglang.hicache_api import (
     new_storage_metrics,
 )
 from kvcontract.integrations.sglang.identity import PoolGeometry, sglang_identity
-from kvcontract.integrations.sglang.options import BackendOptions, backend_options, check_keys
+from kvcontract.integrations.sglang.options import (
+    DEFAULT_POOL_STAGING_PAGES,
+    DEFAULT_STAGING_PAGES,
+    BackendOptions,
+    backend_options,
+    check_keys,
+)
 from kvcontract.integrations.sglang.page_table import HostPool, PageTable, StagingRows, page_table
 from kvcontract.managers import TierStats
 from kvcontract.metrics import MetricSample, tier_samples
@@ -46,7 +64,7 @@ from kvcontract.tiers import FileTier, RedisTier
 if TYPE_CHECKING:
     from kvcontract.integrations.sglang.hicache_api import StorageMetrics
 
-__all__ = ["KVContractHiCacheStorage"]
+__all__ = ["RECOVERY_CALLS", "KVContractHiCacheStorage"]
 
 _log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.0002
@@ -55,6 +73,8 @@ _KV_POOL = "kv"
 """SGLang's name of the full-attention KV pool (``PoolName.KV``): the one pool the backend serves."""
 _COUNTERS = ("hits", "promoted", "written", "bytes_read", "bytes_written", "failed_jobs", "lookups", "promotion_failures", "cascade_failures")
 """The tier counters of :class:`kvcontract.managers.TierStats` the backend keeps itself."""
+RECOVERY_CALLS = 8
+"""Copying-path calls in a row with every job on time (and no lost job out) after which a zero-copy backend copies no more."""
 _V2_REFUSAL = (
     "kvcontract's HiCache backend serves full-attention KV pages (interface_v1) only; this model's "
     "hybrid pools (sliding window, Mamba, draft or sidecar pools: the *_v2 calls) are not supported: "
@@ -76,7 +96,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
         self._lock = threading.Lock()
         self._job_ids = itertools.count()
         self._results: dict[int, bool] = {}
-        self._lost: dict[int, list[int]] = {}
+        self._lost: dict[int, list[int]] = {}  # copying path only: each lost job and the staging slot it holds until it reports
         self._counts = dict.fromkeys(_COUNTERS, 0)
         self._interval = new_storage_metrics()
         self._scratch_lock = threading.Lock()
@@ -88,6 +108,10 @@ class KVContractHiCacheStorage(HiCacheStorage):
         self._identity: BlockIdentity | None = None
         self._scratch: int | None = None
         self._scratch_indices: torch.Tensor | None = None
+        self._copying = False
+        self._on_time = 0
+        self._late_jobs = 0
+        self._staging_indices: torch.Tensor | None = None
 
     @override
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
@@ -96,7 +120,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
         page_num = int(mem_pool_host.size) // pool.page_size
         probe = page_table(pool, page_num, staging_pages=1)
         self._options = options = backend_options(self._config.extra_config, probe.row_bytes, probe.regions)
-        table = probe if not probe.staged else page_table(pool, page_num, options.staging_pages)
+        table = probe if not probe.staged else page_table(pool, page_num, options.staging_pages or DEFAULT_STAGING_PAGES)
         geometry = PoolGeometry(
             layout=pool.layout,
             dtype=str(pool.dtype).removeprefix("torch."),
@@ -109,7 +133,10 @@ class KVContractHiCacheStorage(HiCacheStorage):
         self._identity = sglang_identity(self._config, geometry, options.config.identity, table.row_bytes)
         self._tier = build_tier(options.tier, options.config, table.rows, identity=self._identity)
         self._pool, self._table = mem_pool_host, table
-        self._staging = StagingRows(int(table.rows.shape[0])) if table.staged else None
+        if table.staged:
+            self._staging = StagingRows([[row] for row in range(int(table.rows.shape[0]))])
+        else:
+            self._staging = self._reserve_staging(table, options.staging_pages or DEFAULT_POOL_STAGING_PAGES)
         scratch: torch.Tensor | None = mem_pool_host.alloc(pool.page_size)
         self._scratch_indices = scratch
         self._scratch = None if scratch is None else int(scratch[0]) // pool.page_size
@@ -117,6 +144,18 @@ class KVContractHiCacheStorage(HiCacheStorage):
             "kvcontract HiCache backend: %s on %s, %s path, identity %s",
             type(self._tier).__name__, pool.layout, "copying" if table.staged else "zero-copy", self._identity.fingerprint_hex,
         )
+
+    def _reserve_staging(self, table: PageTable, pages: int) -> StagingRows | None:
+        """Up to ``pages`` pages of SGLang's host pool as the copying path's slots on a zero-copy layout (fewer if the pool is small)."""
+        size = int(self._pool.page_size)
+        while pages:
+            indices: torch.Tensor | None = self._pool.alloc(pages * size)
+            if indices is not None:
+                self._staging_indices = indices
+                starts: list[int] = indices[::size].numpy().tolist()
+                return StagingRows([table.page_rows(start // size) for start in starts])
+            pages //= 2
+        return None
 
     @override
     def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None:
@@ -140,8 +179,14 @@ class KVContractHiCacheStorage(HiCacheStorage):
 
     @property
     def zero_copy(self) -> bool:
-        """Whether the tier reads and writes the host pool in place (page-first layouts)."""
-        return self._table is not None and not self._table.staged
+        """Whether the tier reads and writes the host pool in place now (page-first layouts, while no job was late)."""
+        return self._table is not None and not self._table.staged and not self._copying
+
+    @property
+    def late_jobs(self) -> int:
+        """Zero-copy jobs that reported after ``timeout_seconds`` (each one made SGLang wait for it, then the backend copy)."""
+        with self._lock:
+            return self._late_jobs
 
     def _keys(self, key: str) -> list[OffloadKey]:
         assert self._table is not None  # every caller runs after register_mem_pool_host
@@ -208,34 +253,83 @@ class KVContractHiCacheStorage(HiCacheStorage):
         table = self._table
         if table is None or len(pages) != len(keys) or self._fenced():
             return [False] * len(keys)
-        rows = [table.page_rows(page) for page in pages] if not table.staged else self._lend(len(keys))
-        if rows is None:
-            return [False] * len(keys)
-        if table.staged and store:
-            for page, (row,) in zip(pages, rows):
-                table.rows[row].copy_(self._pool.get_data_page(page * self._pool.page_size, flat=True).view(torch.uint8))
         started = time.perf_counter()
-        jobs = [TierJob(next(self._job_ids), self._keys(key), page_rows) for key, page_rows in zip(keys, rows)]
-        submitted = [self._submit(job, store) for job in jobs]
-        done = self._wait([job for job, ok in zip(jobs, submitted) if ok], time.monotonic() + self._timeout())
-        answers = [ok and done.get(job.job_id, False) for job, ok in zip(jobs, submitted)]
-        if table.staged:
-            for job, page, (row,), ok in zip(jobs, pages, rows, answers):
-                if ok and not store:
-                    self._pool.set_from_flat_data_page(page * self._pool.page_size, table.rows[row].view(self._pool.dtype))
-                if job.job_id not in self._lost:
-                    self._give_back([row])
+        if table.staged or self._copying:
+            answers = self._staged(table, keys, pages, store)
+        else:
+            answers = self._in_place(table, keys, pages, store)
         self._account(answers, table, store, time.perf_counter() - started)
         return answers
 
-    def _lend(self, count: int) -> list[list[int]] | None:
-        assert self._staging is not None  # the copying path has staging rows
-        rows = self._staging.take(count)
-        return None if rows is None else [[row] for row in rows]
+    def _in_place(self, table: PageTable, keys: Sequence[str], pages: Sequence[int], store: bool) -> list[bool]:
+        """The zero-copy path: the tier moves the pages' own rows; a late job is waited out, then the backend copies."""
+        jobs = [TierJob(next(self._job_ids), self._keys(key), table.page_rows(page)) for key, page in zip(keys, pages)]
+        submitted = [self._submit(job, store) for job in jobs]
+        done, late = self._wait([job for job, ok in zip(jobs, submitted) if ok], time.monotonic() + self._timeout(), lose=False)
+        if late:
+            with self._lock:
+                self._copying = self._staging is not None  # with no staging page reserved, zero copy goes on, waiting
+                self._on_time = 0
+                self._late_jobs += len(late)
+            _log.warning(
+                "kvcontract HiCache backend: %d zero-copy tier jobs did not report within %.1f s; waiting for them (they "
+                "move SGLang's own host pages), then taking the copying path until the tier is on time again",
+                len(late), self._timeout(),
+            )
+            done.update(self._wait_out(late))
+        return [ok and done.get(job.job_id, False) for job, ok in zip(jobs, submitted)]
 
-    def _give_back(self, rows: Sequence[int]) -> None:
-        if self._staging is not None:
-            self._staging.give_back(rows)
+    def _staged(self, table: PageTable, keys: Sequence[str], pages: Sequence[int], store: bool) -> list[bool]:
+        """The copying path: pages move through staging slots in rounds; a job late at the timeout is lost and keeps its slot."""
+        assert self._staging is not None  # the copying path has staging slots
+        deadline = time.monotonic() + self._timeout()
+        answers: list[bool] = []
+        late: list[TierJob] = []
+        while len(answers) < len(keys) and not late:
+            slots = self._staging.take(len(keys) - len(answers))
+            if not slots:
+                break  # every slot is lent or held by a lost job: the rest are misses, never a wait for room
+            at = len(answers)
+            round_pages = pages[at : at + len(slots)]
+            if store:
+                for page, slot in zip(round_pages, slots):
+                    self._copy_in(table, page, slot)
+            jobs = [TierJob(next(self._job_ids), self._keys(key), slot) for key, slot in zip(keys[at : at + len(slots)], slots)]
+            submitted = [self._submit(job, store) for job in jobs]
+            done, late = self._wait([job for job, ok in zip(jobs, submitted) if ok], deadline, lose=True)
+            moved = [ok and done.get(job.job_id, False) for job, ok in zip(jobs, submitted)]
+            if not store:
+                for page, slot, ok in zip(round_pages, slots, moved):
+                    if ok:
+                        self._copy_out(table, slot, page)
+            lost = {job.job_id for job in late}
+            self._staging.give_back([slot for job, slot in zip(jobs, slots) if job.job_id not in lost])
+            answers += moved
+        if not table.staged:
+            self._note_copying_call(on_time=not late)
+        return answers + [False] * (len(keys) - len(answers))
+
+    def _copy_in(self, table: PageTable, page: int, slot: list[int]) -> None:
+        """Host page ``page`` into staging slot ``slot``, before a store's job starts."""
+        if table.staged:
+            table.rows[slot[0]].copy_(self._pool.get_data_page(page * self._pool.page_size, flat=True).view(torch.uint8))
+        else:
+            table.rows[slot] = table.rows[table.page_rows(page)]
+
+    def _copy_out(self, table: PageTable, slot: list[int], page: int) -> None:
+        """Staging slot ``slot`` into host page ``page``, after a load's job succeeded within the call."""
+        if table.staged:
+            self._pool.set_from_flat_data_page(page * self._pool.page_size, table.rows[slot[0]].view(self._pool.dtype))
+        else:
+            table.rows[table.page_rows(page)] = table.rows[slot]
+
+    def _note_copying_call(self, *, on_time: bool) -> None:
+        """Count a zero-copy pool's copying-path call; after ``RECOVERY_CALLS`` on time in a row, none lost, go back to zero copy."""
+        with self._lock:
+            self._on_time = self._on_time + 1 if on_time else 0
+            if self._copying and self._on_time >= RECOVERY_CALLS and not self._lost:
+                self._copying = False
+                _log.info("kvcontract HiCache backend: the tier was on time for %d calls; back to the zero-copy path", RECOVERY_CALLS)
 
     def _submit(self, job: TierJob, store: bool) -> bool:
         try:
@@ -248,8 +342,8 @@ class KVContractHiCacheStorage(HiCacheStorage):
         assert self._options is not None  # set by register_mem_pool_host
         return self._options.timeout_seconds
 
-    def _wait(self, jobs: Sequence[TierJob], deadline: float) -> dict[int, bool]:
-        """The success of each of ``jobs`` that reports by ``deadline``; the others become lost jobs."""
+    def _wait(self, jobs: Sequence[TierJob], deadline: float, *, lose: bool) -> tuple[dict[int, bool], list[TierJob]]:
+        """The success of each of ``jobs`` that reports by ``deadline``, and those that did not (made lost jobs if ``lose``)."""
         waiting = {job.job_id: job for job in jobs}
         done: dict[int, bool] = {}
         while True:
@@ -260,26 +354,37 @@ class KVContractHiCacheStorage(HiCacheStorage):
                         done[job_id] = self._results.pop(job_id)
                         del waiting[job_id]
                 if not waiting:
-                    return done
+                    return done, []
                 if time.monotonic() >= deadline:
-                    for job_id, job in waiting.items():
-                        self._lost[job_id] = list(job.host_block_ids) if self._staging is not None else []
-                    _log.warning(
-                        "kvcontract HiCache backend: %d tier jobs did not report within %.1f s; their pages are misses "
-                        "and no new job starts until they report",
-                        len(waiting), self._timeout(),
-                    )
-                    return done
+                    if lose:  # under the lock: a report collected after this finds its job lost and frees its slot
+                        for job_id, job in waiting.items():
+                            self._lost[job_id] = list(job.host_block_ids)
+                        _log.warning(
+                            "kvcontract HiCache backend: %d tier jobs did not report within %.1f s; their pages are misses "
+                            "and no new job starts until they report",
+                            len(waiting), self._timeout(),
+                        )
+                    return done, list(waiting.values())
             time.sleep(_POLL_SECONDS)
 
+    def _wait_out(self, jobs: Sequence[TierJob]) -> dict[int, bool]:
+        """The success of each of ``jobs``, however long the tier takes to report them: they move SGLang's own pages."""
+        done: dict[int, bool] = {}
+        while jobs:
+            more, jobs = self._wait(jobs, time.monotonic() + self._timeout(), lose=False)
+            done.update(more)
+            if jobs:
+                _log.warning("kvcontract HiCache backend: still waiting for %d zero-copy tier jobs", len(jobs))
+        return done
+
     def _collect(self) -> None:
-        """Take the tier's finished jobs; a lost job's report frees its staging rows. Lock held."""
+        """Take the tier's finished jobs; a lost job's report frees its staging slot. Lock held."""
         for result in self.tier.get_finished():
-            rows = self._lost.pop(result.job_id, None)
-            if rows is None:
+            slot = self._lost.pop(result.job_id, None)
+            if slot is None:
                 self._results[result.job_id] = result.success
-            else:
-                self._give_back(rows)
+            elif self._staging is not None:
+                self._staging.give_back([slot])
 
     def _fenced(self) -> bool:
         """Whether a lost job is still out (then no call starts a job)."""
@@ -309,6 +414,24 @@ class KVContractHiCacheStorage(HiCacheStorage):
                 self._interval.prefetch_bandwidth.append(nbytes / seconds / 1e9 if seconds > 0 else 0.0)
             self._counts["failed_jobs"] += failed
 
+    def _read_page(self, page: int) -> torch.Tensor:
+        """Host page ``page`` as flat bytes (a copy): its rows in place, else SGLang's page view (the copying layouts)."""
+        table = self._table
+        assert table is not None  # every caller runs after register_mem_pool_host
+        if table.staged:
+            flat: torch.Tensor = self._pool.get_data_page(page * self._pool.page_size, flat=True)
+            return flat.contiguous().view(torch.uint8)
+        return table.rows[table.page_rows(page)].reshape(-1)
+
+    def _write_page(self, page: int, data: torch.Tensor) -> None:
+        """Flat bytes ``data`` into host page ``page``, the way :meth:`_read_page` reads it."""
+        table = self._table
+        assert table is not None  # every caller runs after register_mem_pool_host
+        if table.staged:
+            self._pool.set_from_flat_data_page(page * self._pool.page_size, data.view(self._pool.dtype))
+        else:
+            table.rows[table.page_rows(page)] = data.view(table.regions, -1)
+
     def _scratch_page(self) -> int | None:
         return self._scratch
 
@@ -317,12 +440,11 @@ class KVContractHiCacheStorage(HiCacheStorage):
         page = self._scratch_page()
         if page is None or target_location is None:
             return None
-        size = int(self._pool.page_size)
         with self._scratch_lock:
             if not self._transfer([key], [page], store=False)[0]:
                 return None
             target: torch.Tensor = target_location
-            target.view(-1).copy_(self._pool.get_data_page(page * size, flat=True).view(target.dtype))
+            target.view(-1).copy_(self._read_page(page).view(target.dtype))
         return target
 
     @override
@@ -339,7 +461,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
             return True
         with self._scratch_lock:
             data: torch.Tensor = value
-            self._pool.set_from_flat_data_page(page * int(self._pool.page_size), data.reshape(-1).view(self._pool.dtype))
+            self._write_page(page, data.reshape(-1).view(torch.uint8))
             return self._transfer([key], [page], store=True)[0]
 
     @override
@@ -387,6 +509,11 @@ class KVContractHiCacheStorage(HiCacheStorage):
         """SGLang's detach: finish the tier's jobs, release it, and give the old calls' page back to the pool."""
         if self._tier is not None:
             self._tier.shutdown()
+        with self._lock:
+            self._lost.clear()  # the tier's shutdown finished every job
+            if self._staging_indices is not None:
+                self._pool.free(self._staging_indices)
+                self._staging_indices = None
         if self._scratch_indices is not None:
             self._pool.free(self._scratch_indices)
             self._scratch_indices = None

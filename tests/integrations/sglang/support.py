@@ -61,6 +61,24 @@ def mla_pool(layout: str) -> Any:
     )
 
 
+def mla_split_pool() -> Any:
+    """SGLang's MLA host pool in ``page_first_kv_split`` (Ascend's layout): built from split K and V buffers, as its NPU pool hands them."""
+    lora, rope = 16, 8
+    k = torch.zeros(LAYERS, DEVICE_TOKENS, 1, lora, dtype=torch.bfloat16)
+    v = torch.zeros(LAYERS, DEVICE_TOKENS, 1, rope, dtype=torch.bfloat16)
+    split = _pools.MLASplitBuffers(
+        k=k, v=v, index_k=None, index_scales=None, index_layer_indices=(), k_width=lora, v_width=rope, index_width=0
+    )
+    info = _pools.MLABufferInfo(
+        buffers=split, data_ptrs=None, layer_indices=tuple(range(LAYERS)), device_layer_num=LAYERS, page_size=PAGE,
+        kv_lora_rank=lora, qk_rope_head_dim=rope, kv_cache_dim=lora + rope, dtype=torch.bfloat16, device=torch.device("cpu"),
+    )
+    return _mla.MLATokenToKVPoolHost(
+        info, 2.0, 0, PAGE, "page_first_kv_split", pin_memory=False, device="cpu",
+        device_capacity_tokens=DEVICE_TOKENS, start_layer=0, end_layer=LAYERS - 1, target_layer_num=LAYERS,
+    )
+
+
 def storage_config(
     root: Path, *, layout: str = "page_first", model: str = "org/model", tp_rank: int = 0, tp_size: int = 1,
     mla: bool = False, extra: dict[str, object] | None = None, tier: dict[str, object] | None = None,

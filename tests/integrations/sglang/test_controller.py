@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import subprocess
+import sys
 import threading
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -150,3 +152,34 @@ def test_a_tier_stopped_under_the_controller_costs_no_wrong_byte_and_no_hang(tmp
         fresh = list(range(PAGE))
         controller.write_storage(host.alloc(PAGE), fresh, hash_value=_utils.get_storage_hash_str(fresh, None, page_size=PAGE))
         assert controller.ack_backup_queue.get(timeout=WAIT).completed_tokens == 0
+
+
+_WRITER_PROCESS = """
+import sys
+from pathlib import Path
+import torch.distributed as dist
+from tests.integrations.sglang.cpu_stand_ins import install_stand_ins
+install_stand_ins()
+from tests.integrations.sglang import test_controller as here
+root, rendezvous, start = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=0, world_size=1)
+with here._runtime.get_parallel().override(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_dcp_size=1, attn_dcp_rank=0):
+    with here._attached(root) as writer:
+        _, pages = here._backup(writer, list(range(start, start + 4 * here.PAGE)))
+sys.stdout.write("".join(page.hex() + "\\n" for page in pages))
+"""
+
+
+def test_a_controller_in_another_process_prefetches_the_first_ones_pages_byte_exact(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[3]
+    start = 5000
+    written = subprocess.run(
+        [sys.executable, "-c", _WRITER_PROCESS, str(tmp_path / "tier"), str(tmp_path / "rendezvous"), str(start)],
+        cwd=root, capture_output=True, text=True, check=True, timeout=300,
+    ).stdout.split()
+    tokens = list(range(start, start + 4 * PAGE))
+    with _attached(tmp_path / "tier") as reader:
+        operation, landed = _prefetch(reader, tokens)
+        assert operation.storage_hit_count == len(tokens) and landed is not None
+        host = reader.mem_pool_host
+        assert [page_bytes(host, int(landed[i])).hex() for i in range(0, len(tokens), PAGE)] == written

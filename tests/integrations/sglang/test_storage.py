@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from typing_extensions import override
 
 from kvcontract.config import ConfigError
-from kvcontract.contracts import LookupResult, OffloadKey, SecondaryTier, TierJob, TransferResult
 from kvcontract.integrations.sglang import UnsupportedSGLangError, check_sglang_version
 from kvcontract.metrics import MetricsCollector
 from kvcontract.tiers import FileTier
@@ -27,6 +23,7 @@ from tests.integrations.sglang.support import (
     keys_for,
     mha_pool,
     mla_pool,
+    mla_split_pool,
     page_bytes,
     storage_config,
 )
@@ -220,55 +217,6 @@ def test_an_unsupported_sglang_is_one_line() -> None:
     assert check_sglang_version("0.5.23") == "0.5.23"
 
 
-class _StalledTier(SecondaryTier):
-    """A real file tier whose finished jobs are held back until ``release``: a tier that hangs, then recovers."""
-
-    def __init__(self, inner: SecondaryTier) -> None:
-        self.inner = inner
-        self.released = threading.Event()
-        self.held: list[TransferResult] = []
-
-    @override
-    def lookup(self, key: OffloadKey) -> LookupResult:
-        return self.inner.lookup(key)
-
-    @override
-    def submit_store(self, job: TierJob) -> bool:
-        return self.inner.submit_store(job)
-
-    @override
-    def submit_load(self, job: TierJob) -> bool:
-        return self.inner.submit_load(job)
-
-    @override
-    def get_finished(self) -> list[TransferResult]:
-        self.held += self.inner.get_finished()
-        if not self.released.is_set():
-            return []
-        finished, self.held = self.held, []
-        return finished
-
-    @override
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-
-def test_a_hung_tier_costs_misses_within_the_timeout_and_no_second_lost_job(tmp_path: Path) -> None:
-    pool = mha_pool("page_first")
-    store = backend(pool, storage_config(tmp_path, extra={"kvcontract": {"tier": {"kind": "file", "path": str(tmp_path), "capacity": 64}, "timeout_seconds": 0.2}}))
-    stalled = _StalledTier(store.tier)
-    store._tier = stalled  # pyright: ignore[reportPrivateUsage]  # a tier that hangs can only be put in by hand
-    indices = pool.alloc(2 * PAGE)
-    started = time.monotonic()
-    assert store.batch_set_v1(keys_for("hung", 2), indices) == [False, False]
-    assert time.monotonic() - started < 2.0
-    assert store.batch_exists(keys_for("hung", 2)) == 0  # fenced: no new job while the lost ones are out
-    assert store.batch_set_v1(keys_for("next", 1), indices[:PAGE]) == [False]
-    stalled.released.set()
-    assert store.batch_exists(keys_for("hung", 2)) == 2  # the lost jobs reported: the fence lifts
-    assert store.batch_set_v1(keys_for("next", 1), indices[:PAGE]) == [True]
-
-
 @pytest.mark.parametrize(("layout", "blocks_per_page"), [("page_first", 2), ("layer_first", 1)])
 def test_a_capacity_counts_pages_whatever_the_path(tmp_path: Path, layout: str, blocks_per_page: int) -> None:
     pool = mha_pool(layout)
@@ -279,9 +227,38 @@ def test_a_capacity_counts_pages_whatever_the_path(tmp_path: Path, layout: str, 
         store.close()
 
 
-def test_a_host_layout_without_a_page_view_is_refused_in_one_line(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="'page_unified' host layout has no page view for storage; start SGLang with --hicache-mem-layout"):
-        backend(mha_pool("page_unified"), storage_config(tmp_path, layout="page_unified"))
+@pytest.mark.parametrize("mla", [False, True], ids=["mha", "mla"])
+def test_page_unified_pages_round_trip_in_place_and_write_only_their_pages(tmp_path: Path, mla: bool) -> None:
+    pool = mla_pool("page_unified") if mla else mha_pool("page_unified")
+    store = backend(pool, storage_config(tmp_path, layout="page_unified", mla=mla))
+    assert store.zero_copy
+    indices = pool.alloc(3 * PAGE)
+    fill_random(pool, seed=7)
+    keys = keys_for("unified", 3)
+    pages = [int(indices[i * PAGE]) // PAGE for i in range(3)]
+    expected = [bytes(pool.kv_buffer[page].contiguous().view(torch.uint8).numpy()) for page in pages]
+    assert store.batch_set_v1(keys, indices) == [True] * 3
+    targets = pool.alloc(3 * PAGE)
+    fill_random(pool, seed=8)
+    before = pool.kv_buffer.clone()
+    assert store.batch_get_v1(keys, targets) == [True] * 3
+    landed = [int(targets[i * PAGE]) // PAGE for i in range(3)]
+    assert [bytes(pool.kv_buffer[page].contiguous().view(torch.uint8).numpy()) for page in landed] == expected
+    changed = (before.view(torch.uint8) != pool.kv_buffer.view(torch.uint8)).nonzero()
+    assert set(changed[:, 0].tolist()) <= set(landed)  # page-major: dim 0 is the page
+    value = pool.kv_buffer[pages[0]].reshape(-1).clone()
+    assert store.set("flat", value)
+    got = store.get("flat", torch.zeros_like(value))
+    assert got is not None and torch.equal(got.view(torch.uint8), value.view(torch.uint8))
+
+
+def test_page_first_kv_split_is_refused_in_one_line(tmp_path: Path) -> None:
+    pool = mla_split_pool()
+    assert pool.k_buffer.data_ptr() != pool.v_buffer.data_ptr()  # K and V in two buffers: no one table of pages
+    with pytest.raises(ValueError, match="Unsupported layout"):
+        pool.get_data_page(0)  # and SGLang gives the layout no page copy to stage it with
+    with pytest.raises(ValueError, match="'page_first_kv_split' host layout has no page view for storage; start SGLang with --hicache-mem-layout"):
+        backend(pool, storage_config(tmp_path, layout="page_first_kv_split", mla=True))
 
 
 def test_sglangs_own_keys_pass(tmp_path: Path) -> None:
