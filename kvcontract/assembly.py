@@ -27,13 +27,22 @@ from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingMana
 from kvcontract.tiers import FileTier, MooncakeTier, RedisTier
 from kvcontract.transfer import HostBuffer, TorchOffloadingWorker
 
-__all__ = ["build_manager", "build_tier", "build_worker"]
+__all__ = ["apply_runtime_checks", "build_manager", "build_tier", "build_worker"]
+
+
+def apply_runtime_checks(config: KVContractConfig) -> None:
+    """Switch the process's contract call checks as ``config.runtime_checks`` says.
+
+    The entry points call it once (the command line, vLLM's spec); building a
+    component never switches them, so two configs built in one process cannot undo each other.
+    """
+    configure(checks=config.runtime_checks)
 
 
 def build_manager(
     config: KVContractConfig, *, host_blocks: torch.Tensor | None = None, identity: BlockIdentity | None = None
 ) -> OffloadingManager:
-    """The manager tree ``config.manager`` describes; applies ``runtime_checks`` first.
+    """The manager tree ``config.manager`` describes.
 
     Its tiers keep blocks of ``identity`` (by default ``config.block_identity()``; engine
     adapters pass the one they derive from the engine's own config).
@@ -45,9 +54,7 @@ def build_manager(
     layout's offload block bytes), or the config is refused here rather than at the first
     cascade. Reuse admission wraps the whole tree, so promotions from a tier are never filtered.
     """
-    configure(checks=config.runtime_checks)
-    manager = config.manager
-    primary = manager if isinstance(manager, CPUManagerConfig) else manager.primary
+    manager, primary = config.manager, config.primary
     built: OffloadingManager = _build_cpu(primary, config)
     if isinstance(manager, TieringManagerConfig):
         host = host_blocks if host_blocks is not None else _shared_host_blocks(config)
@@ -65,7 +72,7 @@ def build_manager(
 
 def _build_cpu(manager: CPUManagerConfig, config: KVContractConfig) -> OffloadingManager:
     return CPUOffloadingManager(
-        config.capacity_blocks(manager.capacity),
+        manager.capacity,
         manager.policy.kind,
         enable_events=manager.enable_events,
     )
@@ -121,7 +128,7 @@ def build_tier(
         return _build_mooncake(tier, block_identity, host_blocks)
     return FileTier(
         tier.path,
-        config.capacity_blocks(tier.capacity),
+        tier.capacity,
         host_blocks,
         identity=block_identity,
         policy=tier.policy.kind,

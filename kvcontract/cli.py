@@ -302,11 +302,13 @@ def _print_config(config: KVContractConfig) -> None:
 
 def _simulate(options: argparse.Namespace) -> int:
     from kvcontract.sim.report import print_report, require_plotting, run_heading, write_plot, write_summary
-    from kvcontract.sim.run import MAX_REQUESTS, run_simulation
+    from kvcontract.sim.run import check_request_count, run_simulation
     from kvcontract.sim.simulator import DataMismatch
 
-    if options.requests is not None and not 1 <= options.requests <= MAX_REQUESTS:
-        raise UsageError(f"--requests must be at least 1 and at most {MAX_REQUESTS}, got {options.requests}")
+    try:
+        check_request_count(options.requests)
+    except ValueError as error:
+        raise UsageError(f"--{error}") from None
     json_path = None if options.json in (None, _STDOUT) else Path(options.json)
     if json_path is not None:
         _check_writable(json_path, "--json")

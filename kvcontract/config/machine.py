@@ -29,12 +29,18 @@ def physical_memory_bytes() -> int:
         return ConfigLimits.MAX_HOST_BYTES
 
 
-def check_machine(config: KVContractConfig, source: str = "config") -> None:
+def check_machine(config: KVContractConfig, source: str = "config", *, longest_request: int = 0, engines: int = 1) -> None:
     """Raise :class:`ConfigError` unless this machine can run ``config``: its device exists, its
-    host memory fits in physical memory, and a shared-memory file present has the buffer's size."""
+    host memory fits in physical memory, and a shared-memory file present has the buffer's size.
+
+    For a simulation, ``longest_request`` (in offload blocks) sizes the simulated KV cache of
+    each of ``engines`` engines (two request regions each), which must fit beside the host
+    buffers: on the device when it is CUDA, else in the same physical memory.
+    """
     problems: list[str] = []
     device = config.transfer.device
-    if device.startswith("cuda"):
+    cuda = device.startswith("cuda")
+    if cuda:
         import torch
 
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -43,13 +49,20 @@ def check_machine(config: KVContractConfig, source: str = "config") -> None:
                 f"transfer.device: {device} does not exist on this machine ({count} CUDA devices); "
                 "use auto or cpu"
             )
-    host_bytes = config.host_blocks * config.kv_layout.offload_block_bytes
+    elif device == "auto":
+        import torch
+
+        cuda = torch.cuda.is_available()
+    block = config.kv_layout.offload_block_bytes
+    host_bytes = config.host_blocks * block
     memory = physical_memory_bytes()
     if host_bytes > memory:
         problems.append(
             f"{_primary_path(config)}: {ByteSize(host_bytes).human_readable()} of host memory is more "
             f"than this machine's {ByteSize(memory).human_readable()} of physical memory"
         )
+    elif longest_request:
+        problems += _simulation_problems(config, longest_request, engines, cuda=cuda and not problems, memory=memory)
     shared = config.transfer.shared_memory_path
     if shared is not None:
         problem = _shared_file_problem(Path(shared), host_bytes)
@@ -57,6 +70,34 @@ def check_machine(config: KVContractConfig, source: str = "config") -> None:
             problems.append(f"transfer.shared_memory_path: {problem}")
     if problems:
         raise ConfigError(source, problems)
+
+
+def _simulation_problems(config: KVContractConfig, longest: int, engines: int, *, cuda: bool, memory: int) -> list[str]:
+    """Why the simulated KV caches and the host buffers of ``engines`` engines do not fit, if they do not."""
+    block = config.kv_layout.offload_block_bytes
+    kv_cache = 2 * max(1, longest) * block
+    needed = engines * (kv_cache + config.host_blocks * block)
+    of_engines = f" for each of {engines} engines" if engines > 1 else ""
+    if cuda:
+        import torch
+
+        _, total = torch.cuda.mem_get_info(_cuda_device(config.transfer.device))
+        if engines * kv_cache > total:
+            return [
+                f"the simulated KV cache ({ByteSize(kv_cache).human_readable()} for requests of {longest} blocks"
+                f"{of_engines}) is more than {config.transfer.device}'s {ByteSize(total).human_readable()}"
+            ]
+        needed -= engines * kv_cache
+    if needed > memory:
+        return [
+            f"host buffer and simulated KV cache ({ByteSize(needed).human_readable()}, requests of up to {longest} "
+            f"blocks{of_engines}) are more than this machine's {ByteSize(memory).human_readable()} of physical memory"
+        ]
+    return []
+
+
+def _cuda_device(device: str) -> str:
+    return "cuda" if device == "auto" else device
 
 
 def _primary_path(config: KVContractConfig) -> str:

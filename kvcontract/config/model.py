@@ -101,10 +101,6 @@ class KVContractConfig(ConfigModel):
         object.__setattr__(self, "manager", normalized)
         return self
 
-    def capacity_blocks(self, capacity: int) -> int:
-        """``capacity`` in offload blocks: after validation every capacity already is."""
-        return _blocks(capacity, self.kv_layout, "capacity", ConfigLimits.MAX_TIER_BYTES, "a capacity")
-
     @property
     def primary(self) -> CPUManagerConfig:
         """The host-memory manager: ``manager`` itself, or a tiering manager's primary."""
@@ -138,9 +134,7 @@ class KVContractConfig(ConfigModel):
     @property
     def host_blocks(self) -> int:
         """Offload blocks of host memory: the CPU manager's capacity."""
-        manager = self.manager
-        primary = manager if isinstance(manager, CPUManagerConfig) else manager.primary
-        return self.capacity_blocks(primary.capacity)
+        return self.primary.capacity
 
 
 def _blocks(capacity: int, layout: KVLayout, path: str, limit: int, what: str) -> int:

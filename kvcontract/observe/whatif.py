@@ -98,7 +98,7 @@ class WhatIfReport:
 class _Shadow:
     """One what-if manager and what it counted, each sampled block at its weight."""
 
-    server: RequestServer
+    server: RequestServer[OffloadKey, ReqContext]
     capacity: int
     recent: RecentCounts = field(default_factory=RecentCounts)
     hits: float = 0.0

@@ -17,19 +17,17 @@ from pathlib import Path
 
 from rich.console import Console
 
+from kvcontract.assembly import apply_runtime_checks
 from kvcontract.config import KVContractConfig
 from kvcontract.sim.output import show_line, show_table
 from kvcontract.sim.report import check_verdict
 from kvcontract.sim.simulator import EngineSimulator, SimulationReport
-from kvcontract.sim.run import MAX_REQUESTS
-from kvcontract.sim.trace import read_simulation_requests
-from kvcontract.sim.workload import conversation_workload
+from kvcontract.sim.run import simulation_requests
 
 __all__ = ["MAX_ENGINES", "MultiEngineReport", "print_engines_report", "run_engines", "run_engines_simulation"]
 
 MAX_ENGINES = 64
 """Engines of one run: each holds a simulated KV cache and host memory in this process."""
-_DEFAULT_REQUESTS = 3000
 
 
 @dataclass(frozen=True)
@@ -152,10 +150,10 @@ def run_engines_simulation(
     seed: int = 0,
 ) -> MultiEngineReport:
     """:func:`run_engines` on the trace's requests (the first ``num_requests``) or the built-in workload's."""
-    if trace is None:
-        requests = conversation_workload(num_requests or _DEFAULT_REQUESTS, seed)
-    else:
-        requests = read_simulation_requests(trace, num_requests, MAX_REQUESTS)
+    if not 1 <= engines <= MAX_ENGINES:
+        raise ValueError(f"engines must be between 1 and {MAX_ENGINES}, got {engines}")
+    requests = simulation_requests(config, trace=trace, num_requests=num_requests, seed=seed, engines=engines)
+    apply_runtime_checks(config)
     return run_engines(config, requests, engines)
 
 

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import ByteSize
-
-from kvcontract.config import ConfigError, CPUManagerConfig, KVContractConfig, check_machine, physical_memory_bytes
+from kvcontract.assembly import apply_runtime_checks
+from kvcontract.config import ConfigError, KVContractConfig, check_machine
 from kvcontract.metrics import MeteredWorker, MetricsCollector, manager_source
 from kvcontract.sim.observer import RequestObserver
 from kvcontract.sim.output import progress
-from kvcontract.sim.simulator import EngineSimulator, SimulationReport, resolve_device
+from kvcontract.sim.simulator import EngineSimulator, SimulationReport
 from kvcontract.sim.trace import read_simulation_requests
 from kvcontract.sim.workload import conversation_workload
 
-__all__ = ["DEFAULT_REQUESTS", "MAX_REQUESTS", "run_simulation"]
+__all__ = ["DEFAULT_REQUESTS", "MAX_REQUESTS", "check_request_count", "run_simulation", "simulation_requests"]
 
 DEFAULT_REQUESTS = 3000
 """Requests of the built-in workload when no number is given."""
@@ -42,15 +41,9 @@ def run_simulation(
     With ``metrics``, the manager and the worker (behind a :class:`MeteredWorker`) report to it;
     ``observer`` sees every request's keys (the what-if).
     """
-    if num_requests is not None and not 1 <= num_requests <= MAX_REQUESTS:
-        raise ValueError(f"num_requests must be between 1 and {MAX_REQUESTS}, got {num_requests}")
-    check_machine(config)
-    if trace is None:
-        requests = conversation_workload(num_requests or DEFAULT_REQUESTS, seed)
-    else:
-        requests = read_simulation_requests(trace, num_requests, MAX_REQUESTS)
+    requests = simulation_requests(config, trace=trace, num_requests=num_requests, seed=seed)
+    apply_runtime_checks(config)
     longest = max(map(len, requests), default=1)
-    _check_memory(config, longest)
     try:
         simulator = EngineSimulator(config, max_blocks_per_request=longest, observer=observer)
     except ValueError as error:  # a component refused what the config describes
@@ -66,37 +59,26 @@ def run_simulation(
         return simulator.run(requests, on_request=advance)
 
 
+def check_request_count(num_requests: int | None) -> None:
+    """Refuse a number of requests outside ``[1, MAX_REQUESTS]`` (``None``: the default count)."""
+    if num_requests is not None and not 1 <= num_requests <= MAX_REQUESTS:
+        raise ValueError(f"requests must be at least 1 and at most {MAX_REQUESTS}, got {num_requests}")
+
+
+def simulation_requests(
+    config: KVContractConfig, *, trace: Path | None, num_requests: int | None, seed: int, engines: int = 1
+) -> list[list[int]]:
+    """The run's requests (the trace's first ``num_requests``, or the built-in workload's), once
+    ``config`` with ``engines`` engines is known to fit this machine for requests that long."""
+    check_request_count(num_requests)
+    check_machine(config)
+    if trace is None:
+        requests = conversation_workload(num_requests or DEFAULT_REQUESTS, seed)
+    else:
+        requests = read_simulation_requests(trace, num_requests, MAX_REQUESTS)
+    check_machine(config, "simulate", longest_request=max(map(len, requests), default=1), engines=engines)
+    return requests
+
+
 def _primary_policy(config: KVContractConfig) -> str:
-    manager = config.manager
-    primary = manager if isinstance(manager, CPUManagerConfig) else manager.primary
-    return primary.policy.kind
-
-
-def _check_memory(config: KVContractConfig, longest: int) -> None:
-    """Refuse a run whose simulated KV cache and host buffer do not fit in this machine's memory."""
-    block = config.kv_layout.offload_block_bytes
-    kv_cache = 2 * max(1, longest) * block
-    needed = kv_cache + config.host_blocks * block
-    device = resolve_device(config.transfer.device)
-    if device.type == "cuda":
-        import torch
-
-        _, total = torch.cuda.mem_get_info(device)
-        if kv_cache > total:
-            raise ConfigError(
-                "simulate",
-                [f"the simulated KV cache ({_size(kv_cache)} for requests of {longest} blocks) is more "
-                 f"than {device}'s {_size(total)}"],
-            )
-        needed -= kv_cache
-    memory = physical_memory_bytes()
-    if needed > memory:
-        raise ConfigError(
-            "simulate",
-            [f"host buffer and simulated KV cache ({_size(needed)}, requests of up to {longest} blocks) "
-             f"are more than this machine's {_size(memory)} of physical memory"],
-        )
-
-
-def _size(count: int) -> str:
-    return ByteSize(count).human_readable()
+    return config.primary.policy.kind

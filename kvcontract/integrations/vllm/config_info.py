@@ -39,8 +39,7 @@ class KVContractOffloadingInfo(CPUOffloadingInfo):
     @classmethod
     def describe(cls, config: OffloadingConfig, kvcontract: KVContractConfig) -> KVContractOffloadingInfo:
         """The labels for the spec that vLLM's ``config`` and the checked ``kvcontract`` config make."""
-        manager = kvcontract.manager
-        primary = manager if isinstance(manager, CPUManagerConfig) else manager.primary
+        manager, primary = kvcontract.manager, kvcontract.primary
         chunk_bytes = offload_block_bytes(config)
         host = CPUOffloadingInfo.from_config(config, kvcontract.host_blocks, chunk_bytes)
         tiers = [] if isinstance(manager, CPUManagerConfig) else [tier.kind for tier in manager.secondary]
@@ -66,5 +65,5 @@ class KVContractTierInfo(ConfigInfo):
     @classmethod
     def describe(cls, tier: TierConfig, kvcontract: KVContractConfig) -> KVContractTierInfo:
         """The labels of the tier ``tier`` configures, its capacity in ``kvcontract``'s blocks."""
-        capacity = kvcontract.capacity_blocks(tier.capacity) if isinstance(tier, FileTierConfig) else None
+        capacity = tier.capacity if isinstance(tier, FileTierConfig) else None
         return cls(kvcontract_tier=tier.kind, kvcontract_tier_capacity_blocks=capacity)

@@ -14,7 +14,7 @@ from typing_extensions import override
 from vllm.v1.kv_offload.base import CanonicalKVCaches, OffloadingMetricMetadata, OffloadingSpec
 from vllm.v1.kv_offload.config import OffloadingConfig
 
-from kvcontract.assembly import build_manager, build_worker
+from kvcontract.assembly import apply_runtime_checks, build_manager, build_worker
 from kvcontract.config import KVContractConfig
 from kvcontract.contracts import BlockIdentity
 from kvcontract.integrations.vllm.config_info import KVContractOffloadingInfo
@@ -59,6 +59,7 @@ class KVContractOffloadingSpec(OffloadingSpec):
     @override
     def get_manager(self) -> KVContractOffloadingManager:
         if self._manager is None:
+            apply_runtime_checks(self.kvcontract_config)
             self._manager = KVContractOffloadingManager(
                 build_manager(self.kvcontract_config, identity=self.identity),
                 events=self.config.enable_kv_cache_events,
