@@ -26,7 +26,6 @@ from vllm.v1.kv_offload.config import OffloadingConfig
 
 from kvcontract.config import (
     ConfigError,
-    CPUManagerConfig,
     KVContractConfig,
     KVLayout,
     TieringManagerConfig,
@@ -115,8 +114,9 @@ def _tokens(config: OffloadingConfig) -> tuple[int, int]:
 def _fitted_section(
     section: object, cpu_bytes: object, config: OffloadingConfig, *, source: str, prefix: str
 ) -> dict[str, object]:
-    """The raw config (the ``kvcontract`` mapping, or a file's sections) with vLLM's block sizes, and
-    sizes turned into vLLM's blocks; problems are named under ``prefix`` and reported from ``source``."""
+    """The raw config (the ``kvcontract`` mapping, or a file's sections) with vLLM's block sizes, sizes
+    turned into vLLM's blocks and events on when vLLM publishes them, ready for its one validation;
+    problems are named under ``prefix`` and reported from ``source``."""
     if not isinstance(section, Mapping):
         raise ConfigError(SOURCE, ["kvcontract: give the kvcontract config as a mapping of sections"])
     raw = {str(key): copy.deepcopy(value) for key, value in cast("Mapping[object, object]", section).items()}
@@ -152,6 +152,8 @@ def _fitted_section(
                 else:
                     held["capacity"], named = f"{cpu_bytes}B", "cpu_bytes_to_use"
             _size_to_blocks(held, chunk_bytes, named, problems)
+            if config.enable_kv_cache_events:
+                held["enable_events"] = True  # vLLM publishes the events its manager takes
         tiers = fields.get("secondary") if tiering else None
         if isinstance(tiers, list):
             for index, tier in enumerate(cast("list[object]", tiers)):  # the raw list; items checked below
@@ -174,8 +176,8 @@ def _size_to_blocks(fields: dict[str, object], block_bytes: int, path: str, prob
 def _fit(
     loaded: KVContractConfig, config: OffloadingConfig, *, source: str, prefix: str, layout_given: bool
 ) -> KVContractConfig:
-    """The validated config, its layout checked against vLLM's blocks when it names a model, checked
-    for tiering, with events on when vLLM publishes them."""
+    """The validated config, once its layout is checked against vLLM's blocks when it names a model,
+    and its tiering against vLLM's workers."""
     problems: list[str] = []
     layout = loaded.kv_layout
     host_block_bytes = config.worker_kv_bytes_per_block * max(config.parallel.world_size, 1)
@@ -186,13 +188,7 @@ def _fit(
             f"(worker_kv_bytes_per_block {config.worker_kv_bytes_per_block} x {max(config.parallel.world_size, 1)} "
             "workers); give the model's shape, or leave kv_layout out"
         )
-    manager = loaded.manager
-    primary = manager if isinstance(manager, CPUManagerConfig) else manager.primary
-    if config.enable_kv_cache_events and not primary.enable_events:
-        primary = primary.model_copy(update={"enable_events": True})
-    fitted: CPUManagerConfig | TieringManagerConfig = primary
-    if isinstance(manager, TieringManagerConfig):
-        fitted = manager.model_copy(update={"primary": primary})
+    if isinstance(loaded.manager, TieringManagerConfig):
         worker_chunk_bytes = config.worker_kv_bytes_per_block * config.cache.blocks_per_chunk
         if config.parallel.world_size > 1:
             problems.append(f"{prefix}manager: tiering runs with one worker (world_size 1) in this release")
@@ -203,7 +199,7 @@ def _fit(
             )
     if problems:
         raise ConfigError(source, problems)
-    return loaded.model_copy(update={"manager": fitted})
+    return loaded
 
 
 def _described(layout: KVLayout) -> str:

@@ -64,6 +64,22 @@ def test_reuse_admission_from_the_kvcontract_config() -> None:
     assert isinstance(spec.get_manager().inner, FilterReusedOffloadingManager)
 
 
+@pytest.mark.parametrize(
+    "kvcontract",
+    [
+        {"manager": {"capacity": 4, "enable_events": False}},
+        {
+            "kv_layout": {"num_layers": 1, "num_kv_heads": 1, "head_dim": 64, "dtype": "float16"},
+            "manager": {"kind": "tiering", "primary": {"capacity": 4}, "secondary": []},
+        },
+    ],
+    ids=["cpu-events-off", "tiering"],
+)
+def test_vllm_publishing_events_turns_the_primary_managers_events_on_in_its_one_validation(kvcontract: dict[str, object]) -> None:
+    spec = spec_of(offloading_config({**SPEC_PATH, "kvcontract": kvcontract}, events=True))
+    assert spec.kvcontract_config.primary.enable_events
+
+
 def test_events_and_stats_in_vllm_types() -> None:
     manager = spec_of(offloading_config({**SPEC_PATH, "kvcontract": {"manager": {"capacity": 4}}}, events=True)).get_manager()
     first, second = ReqContext("first"), ReqContext("second")
