@@ -23,7 +23,7 @@ from kvcontract.managers import (
 )
 from tests.policies.support import key, keys
 from tests.profiles import stateful_settings
-from tests.tiering.controlled_tier import ControlledTier
+from tests.managers.controlled_tier import ControlledTier
 
 
 def offer(manager: OffloadingManager, request: str | ReqContext, *numbers: int) -> list[int]:
