@@ -301,7 +301,13 @@ def _print_config(config: KVContractConfig) -> None:
 
 
 def _simulate(options: argparse.Namespace) -> int:
-    from kvcontract.sim.report import print_report, require_plotting, run_heading, write_plot, write_summary
+    from kvcontract.sim.report import (
+        print_report,
+        require_plotting,
+        run_heading,
+        write_plot,
+        write_summary,
+    )
     from kvcontract.sim.run import check_request_count, run_simulation
     from kvcontract.sim.simulator import DataMismatch
 
@@ -386,12 +392,18 @@ def _metrics_served(port: int | None) -> Generator[MetricsCollector | None, None
 
 
 def _plan(options: argparse.Namespace) -> int:
-    from kvcontract.policies import available_policies
     from kvcontract.plan.grid import GridError, parse_capacity_grid
-    from kvcontract.plan.report import plan_json, print_plan, print_tier_plan, tier_plan_json, write_plan_plot
-    from kvcontract.sim.output import progress
     from kvcontract.plan.planner import plan_capacity, plan_steps
+    from kvcontract.plan.report import (
+        plan_json,
+        print_plan,
+        print_tier_plan,
+        tier_plan_json,
+        write_plan_plot,
+    )
     from kvcontract.plan.tier_plan import plan_tiers
+    from kvcontract.policies import available_policies
+    from kvcontract.sim.output import progress, write_text
     from kvcontract.sim.report import require_plotting
     from kvcontract.sim.trace import read_block_lists
 
@@ -443,7 +455,7 @@ def _plan(options: argparse.Namespace) -> int:
     if tiers is not None:
         document["tiers"] = tier_plan_json(tiers, block_bytes=block_bytes)
     if json_path is not None:
-        json_path.write_text(json.dumps(document, indent=2) + "\n")
+        write_text(json_path, json.dumps(document, indent=2) + "\n")
         _wrote("the plan as JSON", json_path)
     with _writing():
         if options.json == _STDOUT:
@@ -493,7 +505,11 @@ def _tier_sizes(options: argparse.Namespace, unique: int, block_bytes: int | Non
 
 def _check(options: argparse.Namespace) -> int:
     from kvcontract.lint.cli import main as lint_main
-    from kvcontract.testing.components import ComponentError, check_component, read_components
+    from kvcontract.testing.components import (
+        ComponentError,
+        check_component,
+        read_components,
+    )
 
     if sys.version_info >= (3, 11):
         import tomllib
@@ -535,7 +551,12 @@ def _check(options: argparse.Namespace) -> int:
 
 def _simulate_engines(options: argparse.Namespace, config: KVContractConfig) -> int:
     """``simulate --engines N``: the engines share the config's tiers (a Redis tier makes cross-engine hits)."""
-    from kvcontract.sim.multi_engine import MAX_ENGINES, print_engines_report, run_engines_simulation
+    from kvcontract.sim.multi_engine import (
+        MAX_ENGINES,
+        print_engines_report,
+        run_engines_simulation,
+    )
+    from kvcontract.sim.output import write_text
     from kvcontract.sim.report import run_heading
     from kvcontract.sim.simulator import DataMismatch
 
@@ -551,7 +572,7 @@ def _simulate_engines(options: argparse.Namespace, config: KVContractConfig) -> 
         print(f"kvcontract: verification failed: {error}", file=sys.stderr)
         return 1
     if options.json not in (None, _STDOUT):
-        Path(options.json).write_text(json.dumps(report.summary()) + "\n")
+        write_text(Path(options.json), json.dumps(report.summary()) + "\n")
         _wrote("the figures as JSON", Path(options.json))
     with _writing():
         if options.json == _STDOUT:

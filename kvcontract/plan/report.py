@@ -12,7 +12,7 @@ from rich.console import Console
 
 from kvcontract.plan.planner import OPTIMUM, CapacityPlan
 from kvcontract.plan.tier_plan import HOST, TierPlan
-from kvcontract.sim.output import show_line, show_table, size_text
+from kvcontract.sim.output import replacing, show_line, show_table, size_text
 from kvcontract.sim.report import require_plotting
 
 if TYPE_CHECKING:
@@ -130,7 +130,8 @@ def write_plan_plot(plan: CapacityPlan, path: Path, *, target: float | None) -> 
     import matplotlib.pyplot as plt
 
     try:
-        figure.savefig(path)  # pyright: ignore[reportUnknownMemberType]  # matplotlib leaves **kwargs untyped
+        with replacing(path) as temporary:
+            figure.savefig(temporary, format="png")  # pyright: ignore[reportUnknownMemberType]  # matplotlib leaves **kwargs untyped
     finally:
         plt.close(figure)
 

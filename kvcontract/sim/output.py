@@ -9,14 +9,41 @@ and blank lines behind.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection, Generator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
-__all__ = ["progress", "show_line", "show_table", "size_text"]
+__all__ = ["progress", "replacing", "show_line", "show_table", "size_text", "write_text"]
+
+
+@contextmanager
+def replacing(path: Path) -> Generator[Path, None, None]:
+    """A temporary name beside ``path``, renamed over it once written, removed if writing fails:
+    every file a command writes appears whole or not at all, never half written."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str) -> None:
+    """``text`` as the whole of ``path`` (UTF-8), through :func:`replacing`."""
+    with replacing(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
 
 
 def show_table(

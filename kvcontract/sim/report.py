@@ -11,18 +11,28 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import os
-from collections.abc import Generator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from kvcontract.config import CPUManagerConfig, FileTierConfig, KVContractConfig, MooncakeTierConfig, RedisTierConfig
+from kvcontract.config import (
+    CPUManagerConfig,
+    FileTierConfig,
+    KVContractConfig,
+    MooncakeTierConfig,
+    RedisTierConfig,
+)
 from kvcontract.extras import MissingExtraError
 from kvcontract.sim.observer import WhatIfSummary
-from kvcontract.sim.output import show_line, show_table, size_text
+from kvcontract.sim.output import (
+    replacing,
+    show_line,
+    show_table,
+    size_text,
+    write_text,
+)
 from kvcontract.sim.simulator import SimulationReport
 
 if TYPE_CHECKING:
@@ -123,8 +133,7 @@ def _tier_text(tier: FileTierConfig | RedisTierConfig | MooncakeTierConfig, bloc
 
 def write_summary(report: SimulationReport, path: Path) -> None:
     """The figures of ``report`` as one JSON object in ``path``."""
-    with _replacing(path) as temporary:
-        temporary.write_text(json.dumps(report.summary()) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(report.summary()) + "\n")
 
 
 def require_plotting() -> None:
@@ -141,7 +150,7 @@ def write_plot(report: SimulationReport, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     try:
-        with _replacing(path) as temporary:
+        with replacing(path) as temporary:
             figure.savefig(temporary, format="png")  # pyright: ignore[reportUnknownMemberType]  # matplotlib leaves **kwargs untyped
     finally:
         plt.close(figure)
@@ -171,15 +180,3 @@ def run_figure(report: SimulationReport) -> Figure:
     hits.set_title(f"kvcontract simulate on {report.device}: {report.requests:,} requests")
     figure.tight_layout()
     return figure
-
-
-@contextmanager
-def _replacing(path: Path) -> Generator[Path, None, None]:
-    """A temporary name beside ``path``, renamed over it once written, removed if writing fails."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        yield temporary
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
