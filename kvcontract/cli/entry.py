@@ -1,0 +1,77 @@
+"""The command line's entry point: one parse, one handler, and every user error as one line with status 2."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kvcontract.arguments import USAGE_ERROR
+from kvcontract.cli.errors import UsageError
+from kvcontract.cli.parser import build_parser
+from kvcontract.cli.streams import discard_stdout, writing
+
+if TYPE_CHECKING:
+
+    pass
+
+__all__ = ["main"]
+
+
+_CLOSED_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a process that a closed pipe ended."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["lint"]:
+        from kvcontract.lint.cli import main as lint_main
+
+        return lint_main(arguments[1:])
+    options = build_parser().parse_args(arguments)
+    try:
+        _check_environment()
+        status = int(options.handler(options))
+        with writing():
+            sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        discard_stdout()
+        return _CLOSED_PIPE
+    except KeyboardInterrupt:
+        print("kvcontract: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        message = _one_line(error)
+        if message is None:
+            raise
+        print(f"kvcontract: error: {message}", file=sys.stderr)
+        return USAGE_ERROR
+
+
+def _check_environment() -> None:
+    """``KVCONTRACT_CHECKS`` is read when the first contract call is checked: read it up front,
+    so that a bad value is one line here, not an error in the middle of a run."""
+    from kvcontract.enforce import checks_mode
+
+    try:
+        checks_mode()
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def _one_line(error: Exception) -> str | None:
+    """The line that reports a known user error, or ``None`` for anything else (a bug)."""
+    from kvcontract.config import ConfigError
+    from kvcontract.extras import MissingExtraError
+    from kvcontract.sim.trace import TraceFormatError
+
+    if isinstance(error, (UsageError, ConfigError, TraceFormatError)):
+        return " ".join(str(error).split())
+    if isinstance(error, MissingExtraError):
+        return str(error)
+    if isinstance(error, OSError):
+        reason = error.strerror or str(error)
+        return f"{error.filename}: {reason}" if error.filename is not None else reason
+    return None

@@ -1,0 +1,15 @@
+"""The error a command raises for what the user gave wrong: one line, exit status 2."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+
+    pass
+
+__all__ = ["UsageError"]
+
+
+class UsageError(Exception):
+    """A user error: reported as one line, exit status 2."""

@@ -1,0 +1,144 @@
+"""``kvcontract simulate``: the simulation of one engine or several sharing tiers, its report, JSON and plot."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Generator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kvcontract.cli.config_command import load_command_config, print_config
+from kvcontract.cli.errors import UsageError
+from kvcontract.cli.streams import STDOUT, check_writable, writing, wrote
+
+if TYPE_CHECKING:
+
+    from kvcontract.config import KVContractConfig
+    from kvcontract.metrics import MetricsCollector
+
+__all__ = ["run_simulate"]
+
+
+def run_simulate(options: argparse.Namespace) -> int:
+    from kvcontract.sim.report import (
+        print_report,
+        require_plotting,
+        run_heading,
+        write_plot,
+        write_summary,
+    )
+    from kvcontract.sim.run import check_request_count, run_simulation
+    from kvcontract.sim.simulator import DataMismatch
+
+    try:
+        check_request_count(options.requests)
+    except ValueError as error:
+        raise UsageError(f"--{error}") from None
+    json_path = None if options.json in (None, STDOUT) else Path(options.json)
+    if json_path is not None:
+        check_writable(json_path, "--json")
+    if options.plot is not None:
+        if options.plot.suffix.lower() != ".png":
+            raise UsageError(f"--plot writes a PNG file: give a name ending in .png, got {options.plot}")
+        try:
+            require_plotting()
+        except ImportError as error:
+            raise UsageError(f"--plot: {error}") from None
+        check_writable(options.plot, "--plot")
+    config = load_command_config(options.config, simulation=options.config is None)
+    if options.print_config:
+        print_config(config)
+        return 0
+    if options.engines != 1:
+        if options.metrics_port is not None:
+            raise UsageError("--metrics-port serves one engine's metrics: leave it out with --engines")
+        return _simulate_engines(options, config)
+    from kvcontract.observe import whatif_observer
+
+    observer = whatif_observer(config)
+    with _metrics_served(options.metrics_port) as metrics:
+        if metrics is not None and observer is not None:
+            metrics.add(observer.source)
+        try:
+            report = run_simulation(
+                config,
+                trace=options.trace,
+                num_requests=options.requests,
+                seed=options.seed,
+                metrics=metrics,
+                observer=observer,
+            )
+        except DataMismatch as error:
+            print(f"kvcontract: verification failed: {error}", file=sys.stderr)
+            return 1
+    if json_path is not None:
+        write_summary(report, json_path)
+        wrote("the figures as JSON", json_path)
+    with writing():
+        if options.json == STDOUT:
+            print(json.dumps(report.summary()))
+        else:
+            print_report(report, run_heading(config, trace=options.trace, requests=report.requests, seed=options.seed))
+    if options.plot is not None:
+        write_plot(report, options.plot)
+        wrote("the plot of the run", options.plot)
+    return 0
+
+
+@contextmanager
+def _metrics_served(port: int | None) -> Generator[MetricsCollector | None, None, None]:
+    """A collector served on ``127.0.0.1:port`` while the block runs, or ``None`` without a port."""
+    if port is None:
+        yield None
+        return
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--metrics-port must be a TCP port (0-65535), got {port}")
+    from kvcontract.metrics import MetricsCollector
+    from kvcontract.prometheus import serve_metrics
+
+    collector = MetricsCollector()
+    server = serve_metrics(collector, port)
+    print(f"kvcontract: metrics at http://127.0.0.1:{server.port}/metrics", file=sys.stderr)
+    try:
+        yield collector
+    finally:
+        server.stop()
+
+
+def _simulate_engines(options: argparse.Namespace, config: KVContractConfig) -> int:
+    """``simulate --engines N``: the engines share the config's tiers (a Redis tier makes cross-engine hits)."""
+    from kvcontract.sim.multi_engine import (
+        MAX_ENGINES,
+        print_engines_report,
+        run_engines_simulation,
+    )
+    from kvcontract.sim.output import write_text
+    from kvcontract.sim.report import run_heading
+    from kvcontract.sim.simulator import DataMismatch
+
+    if not 1 <= options.engines <= MAX_ENGINES:
+        raise UsageError(f"--engines must be at least 1 and at most {MAX_ENGINES}, got {options.engines}")
+    if options.plot is not None:
+        raise UsageError("--plot draws one engine's run: leave it out with --engines")
+    try:
+        report = run_engines_simulation(
+            config, options.engines, trace=options.trace, num_requests=options.requests, seed=options.seed
+        )
+    except DataMismatch as error:
+        print(f"kvcontract: verification failed: {error}", file=sys.stderr)
+        return 1
+    if options.json not in (None, STDOUT):
+        write_text(Path(options.json), json.dumps(report.summary()) + "\n")
+        wrote("the figures as JSON", Path(options.json))
+    with writing():
+        if options.json == STDOUT:
+            print(json.dumps(report.summary()))
+        else:
+            heading = run_heading(
+                config, trace=options.trace, requests=report.requests, seed=options.seed, engines=options.engines
+            )
+            print_engines_report(report, heading)
+    return 0
