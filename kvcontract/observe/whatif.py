@@ -33,23 +33,24 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterator, Sequence
+from itertools import compress, repeat
 from dataclasses import dataclass, field
 
 import xxhash
 from typing_extensions import override
 
 from kvcontract.config import KVContractConfig, ReuseAdmissionConfig, WhatIfConfig
-from kvcontract.contracts import OffloadingManager, OffloadKey, ReqContext
-from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
+from kvcontract.contracts import OffloadKey
 from kvcontract.metrics import MetricSample
+from kvcontract.observe.shadow import ShadowCache
 from kvcontract.observe.window import WINDOW_BUCKETS, RecentCounts
-from kvcontract.sim.driver import RequestServer
 from kvcontract.sim.observer import RequestObserver, WhatIfSummary
 
 __all__ = ["WhatIfFigure", "WhatIfObserver", "WhatIfReport", "whatif_observer"]
 
 _SALT = 0x6B7663  # "kvc": a fixed salt, so a run's sample (and its figures) are the same every run
 _FULL = 1 << 64
+_digest = xxhash.xxh3_64_intdigest
 MIN_SHADOW_BLOCKS = 16
 """The smallest shadow holds at least this many blocks: the rate is raised for small primaries."""
 _HEAD_COUNTERS = 64
@@ -96,41 +97,59 @@ class WhatIfReport:
 
 @dataclass(eq=False)
 class _Shadow:
-    """One what-if manager and what it counted, each sampled block at its weight."""
+    """One shadow cache and the hits it found, each sampled block at its weight; the blocks are :class:`_Sample`'s."""
 
-    server: RequestServer
-    capacity: int
+    cache: ShadowCache
     recent: RecentCounts = field(default_factory=RecentCounts)
+    """Its own hits in the recent window (its blocks count 0: they are the sample's)."""
     hits: float = 0.0
-    blocks: float = 0.0
-    requests: int = 0
     hits_squared: float = 0.0
-    blocks_squared: float = 0.0
     hits_blocks: float = 0.0
 
-    def serve(self, keys: Sequence[OffloadKey], number: int, weight: float, hot_head: bool) -> None:
-        """Serve the sampled ``keys`` (each standing for ``weight`` blocks) after a hot head if there is one."""
-        found = self.server.serve(keys, ReqContext(f"whatif-{number}")).found if keys else 0
-        hits = found * weight + hot_head
-        size = len(keys) * weight + hot_head
-        self.hits += hits
-        self.blocks += size
+
+@dataclass
+class _Sample:
+    """What every shadow shares: the sampled requests' blocks, and the hits of requests of a hot head alone."""
+
+    requests: int = 0
+    blocks: float = 0.0
+    blocks_squared: float = 0.0
+    hits: float = 0.0
+    """Hits of the requests with no sampled key but a hot head: the same in every shadow, so counted once."""
+    hits_squared: float = 0.0
+    hits_blocks: float = 0.0
+    recent: RecentCounts = field(default_factory=RecentCounts)
+
+    def add(self, size: float) -> None:
+        """Count one sampled request of ``size`` blocks (at their weights)."""
         self.requests += 1
-        self.hits_squared += hits * hits
+        self.blocks += size
         self.blocks_squared += size * size
-        self.hits_blocks += hits * size
-        self.recent.add(hits, size)
 
-    def figure(self, exact: bool) -> WhatIfFigure:
-        run = self.hits / self.blocks if self.blocks else 0.0
-        return WhatIfFigure(run, self.recent.ratio(), 0.0 if exact else self._error(run))
+    def add_hot_head_alone(self) -> None:
+        """Count a request whose only sampled block is its hot head, a hit in every shadow."""
+        self.add(1.0)
+        self.hits += 1.0
+        self.hits_squared += 1.0
+        self.hits_blocks += 1.0
+        self.recent.add(1.0, 1.0)
 
-    def _error(self, ratio: float) -> float:
+    def figure(self, shadow: _Shadow, exact: bool) -> WhatIfFigure:
+        hits = shadow.hits + self.hits
+        run = hits / self.blocks if self.blocks else 0.0
+        own, _ = shadow.recent.totals()
+        shared, blocks = self.recent.totals()
+        recent = (own + shared) / blocks if blocks else 0.0
+        return WhatIfFigure(run, recent, 0.0 if exact else self._error(shadow, run))
+
+    def _error(self, shadow: _Shadow, ratio: float) -> float:
         """Standard error of the ratio estimator hits/blocks over the sampled requests."""
         n = self.requests
         if n < 2:
             return 0.0
-        residual = self.hits_squared - 2 * ratio * self.hits_blocks + ratio * ratio * self.blocks_squared
+        hits_squared = shadow.hits_squared + self.hits_squared
+        hits_blocks = shadow.hits_blocks + self.hits_blocks
+        residual = hits_squared - 2 * ratio * hits_blocks + ratio * ratio * self.blocks_squared
         mean_blocks = self.blocks / n
         return math.sqrt(max(0.0, residual) / (n * (n - 1))) / mean_blocks
 
@@ -177,55 +196,65 @@ class WhatIfObserver(RequestObserver):
         self._threshold = int(rate * _FULL)
         self._weight = 1.0 / rate
         self._rate = rate
-        self._admission = admission
         self._hot = _HotHeads()
+        # One shadow per distinct policy and size: the current setting is often also a figure (lru at 1x).
+        shadows: dict[tuple[str, int], _Shadow] = {}
 
         def shadow(policy_name: str, multiple: float) -> _Shadow:
             blocks = max(1, round(capacity * multiple * rate))
-            return _Shadow(RequestServer(self._manager(blocks, policy_name), checked=False), blocks)
+            found = shadows.get((policy_name, blocks))
+            if found is None:
+                found = shadows[policy_name, blocks] = _Shadow(_cache(blocks, policy_name, rate, admission))
+            return found
 
         self._current = shadow(policy, 1.0)
         self._capacity = {multiple: shadow(policy, multiple) for multiple in config.capacities}
         self._policy = {p.kind: shadow(p.kind, 1.0) for p in config.policies}
-        self._shadows = [self._current, *self._capacity.values(), *self._policy.values()]
+        self._shadows = list(shadows.values())
+        self._sample = _Sample()
         self._bucket = max(1, config.window_requests // WINDOW_BUCKETS)
         self._requests = 0
         self._sampled_blocks = 0
         self._lock = threading.Lock()
 
-    def _manager(self, blocks: int, policy: str) -> OffloadingManager:
-        manager: OffloadingManager = CPUOffloadingManager(blocks, policy)
-        if self._admission is not None:
-            tracker = max(1, round(self._admission.max_tracker_size * self._rate))
-            manager = FilterReusedOffloadingManager(
-                manager, store_threshold=self._admission.store_threshold, max_tracker_size=tracker
-            )
-        return manager
-
     @override
     def observe(self, keys: Sequence[OffloadKey]) -> None:
         """One request's prefix keys, in order, as the primary was asked for them."""
         hot_head = False
-        if self._exact:
-            sampled = keys
-        elif not keys:
+        if self._exact or not keys:
             sampled = keys
         else:
             hot_head = self._hot.is_hot(keys[0])
             rest = keys[1:] if hot_head else keys
-            digest, threshold = xxhash.xxh3_64_intdigest, self._threshold
-            sampled = [key for key in rest if digest(key, _SALT) < threshold]
-        weight = self._weight
+            # Hash and compare in C (map, compress): a third of a comprehension's time per key.
+            sampled = list(compress(rest, map(self._threshold.__gt__, map(_digest, rest, repeat(_SALT)))))
         with self._lock:
             self._requests += 1
             number = self._requests
             if sampled or hot_head:
-                self._sampled_blocks += len(sampled) + hot_head
-                for shadow in self._shadows:
-                    shadow.serve(sampled, number, weight, hot_head)
+                self._count(sampled, hot_head)
             if number % self._bucket == 0:
+                self._sample.recent.rotate()
                 for shadow in self._shadows:
                     shadow.recent.rotate()
+
+    def _count(self, sampled: Sequence[OffloadKey], hot_head: bool) -> None:
+        """Serve one request's ``sampled`` keys to every shadow and count them, after its hot head if it has one."""
+        sample = self._sample
+        self._sampled_blocks += len(sampled) + hot_head
+        if not sampled:
+            sample.add_hot_head_alone()
+            return
+        weight = self._weight
+        size = len(sampled) * weight + hot_head
+        sample.add(size)
+        sample.recent.add(0.0, size)
+        for shadow in self._shadows:
+            hits = shadow.cache.serve(sampled) * weight + hot_head
+            shadow.hits += hits
+            shadow.hits_squared += hits * hits
+            shadow.hits_blocks += hits * size
+            shadow.recent.add(hits, 0.0)
 
     @override
     def summary(self) -> WhatIfSummary:
@@ -234,15 +263,15 @@ class WhatIfObserver(RequestObserver):
     def report(self) -> WhatIfReport:
         """Every figure now."""
         with self._lock:
-            exact = self._exact
+            exact, sample = self._exact, self._sample
             return WhatIfReport(
-                current=self._current.figure(exact),
-                capacity={multiple: s.figure(exact) for multiple, s in self._capacity.items()},
-                policy={name: s.figure(exact) for name, s in self._policy.items()},
+                current=sample.figure(self._current, exact),
+                capacity={multiple: sample.figure(s, exact) for multiple, s in self._capacity.items()},
+                policy={name: sample.figure(s, exact) for name, s in self._policy.items()},
                 sample_rate=self._rate,
                 requests=self._requests,
                 sampled_blocks=self._sampled_blocks,
-                shadow_blocks=sum(s.capacity for s in self._shadows),
+                shadow_blocks=sum(s.cache.capacity for s in self._shadows),
             )
 
     def source(self) -> Iterator[MetricSample]:
@@ -260,6 +289,14 @@ class WhatIfObserver(RequestObserver):
 
 _CAPACITY_HELP = "Hit ratio the current policy would reach with capacity_multiplier times the host memory (sampled shadow)."
 _POLICY_HELP = "Hit ratio the named policy would reach with the current host memory (sampled shadow)."
+
+
+def _cache(blocks: int, policy: str, rate: float, admission: ReuseAdmissionConfig | None) -> ShadowCache:
+    """A shadow of ``policy`` over ``blocks``, behind ``admission`` with its tracker scaled by ``rate`` like the blocks."""
+    if admission is None:
+        return ShadowCache(blocks, policy)
+    tracker = max(1, round(admission.max_tracker_size * rate))
+    return ShadowCache(blocks, policy, store_threshold=admission.store_threshold, max_tracker_size=tracker)
 
 
 def whatif_observer(config: KVContractConfig) -> WhatIfObserver | None:
