@@ -48,9 +48,12 @@ from kvcontract.sim.observer import RequestObserver, WhatIfSummary
 
 __all__ = ["WhatIfFigure", "WhatIfObserver", "WhatIfReport", "whatif_observer"]
 
-_SALT = 0x6B7663  # "kvc": a fixed salt, so a run's sample (and its figures) are the same every run
+SALT = 0x6B7663
+"""The hash salt by default (\"kvc\"): fixed, so the same traffic gives the same sample, and the same figures, every run."""
 _FULL = 1 << 64
 _digest = xxhash.xxh3_64_intdigest
+_GROUPS = 32
+"""Sampled keys fall into this many groups by their hash: independent samples, whose spread is the error."""
 MIN_SHADOW_BLOCKS = 16
 """The smallest shadow holds at least this many blocks: the rate is raised for small primaries."""
 _HEAD_COUNTERS = 64
@@ -97,61 +100,46 @@ class WhatIfReport:
 
 @dataclass(eq=False)
 class _Shadow:
-    """One shadow cache and the hits it found, each sampled block at its weight; the blocks are :class:`_Sample`'s."""
+    """One shadow cache and the sampled blocks it found (unweighted), by key group for the error."""
 
     cache: ShadowCache
     recent: RecentCounts = field(default_factory=RecentCounts)
-    """Its own hits in the recent window (its blocks count 0: they are the sample's)."""
-    hits: float = 0.0
-    hits_squared: float = 0.0
-    hits_blocks: float = 0.0
+    """Its own hits in the recent window, weighted (its blocks count 0: they are the sample's)."""
+    found: list[int] = field(default_factory=lambda: [0] * _GROUPS)
 
 
 @dataclass
 class _Sample:
-    """What every shadow shares: the sampled requests' blocks, and the hits of requests of a hot head alone."""
+    """What every shadow shares: the sampled blocks (unweighted) by key group, and the hot heads, each a hit."""
 
-    requests: int = 0
-    blocks: float = 0.0
-    blocks_squared: float = 0.0
-    hits: float = 0.0
-    """Hits of the requests with no sampled key but a hot head: the same in every shadow, so counted once."""
-    hits_squared: float = 0.0
-    hits_blocks: float = 0.0
+    weight: float
+    offered: list[int] = field(default_factory=lambda: [0] * _GROUPS)
+    hot_heads: int = 0
     recent: RecentCounts = field(default_factory=RecentCounts)
-
-    def add(self, size: float) -> None:
-        """Count one sampled request of ``size`` blocks (at their weights)."""
-        self.requests += 1
-        self.blocks += size
-        self.blocks_squared += size * size
-
-    def add_hot_head_alone(self) -> None:
-        """Count a request whose only sampled block is its hot head, a hit in every shadow."""
-        self.add(1.0)
-        self.hits += 1.0
-        self.hits_squared += 1.0
-        self.hits_blocks += 1.0
-        self.recent.add(1.0, 1.0)
+    """The hot heads' hits and every block in the recent window, weighted."""
 
     def figure(self, shadow: _Shadow, exact: bool) -> WhatIfFigure:
-        hits = shadow.hits + self.hits
-        run = hits / self.blocks if self.blocks else 0.0
+        weight, hot = self.weight, self.hot_heads
+        blocks = weight * sum(self.offered) + hot
+        run = (weight * sum(shadow.found) + hot) / blocks if blocks else 0.0
         own, _ = shadow.recent.totals()
-        shared, blocks = self.recent.totals()
-        recent = (own + shared) / blocks if blocks else 0.0
-        return WhatIfFigure(run, recent, 0.0 if exact else self._error(shadow, run))
+        shared, recent_blocks = self.recent.totals()
+        recent = (own + shared) / recent_blocks if recent_blocks else 0.0
+        return WhatIfFigure(run, recent, 0.0 if exact else self._error(shadow, run, blocks))
 
-    def _error(self, shadow: _Shadow, ratio: float) -> float:
-        """Standard error of the ratio estimator hits/blocks over the sampled requests."""
-        n = self.requests
-        if n < 2:
+    def _error(self, shadow: _Shadow, ratio: float, blocks: float) -> float:
+        """Standard error of ``ratio`` by random groups: the key groups are independent samples of the keys.
+
+        Hits depend on which keys the hash happens to sample (a key recurs across requests,
+        and a hot one carries many hits), so the spread between groups of keys, not between
+        requests, measures the sampling error. The hot heads are counted exactly and add none.
+        """
+        if not blocks:
             return 0.0
-        hits_squared = shadow.hits_squared + self.hits_squared
-        hits_blocks = shadow.hits_blocks + self.hits_blocks
-        residual = hits_squared - 2 * ratio * hits_blocks + ratio * ratio * self.blocks_squared
-        mean_blocks = self.blocks / n
-        return math.sqrt(max(0.0, residual) / (n * (n - 1))) / mean_blocks
+        deviations = [found - ratio * offered for found, offered in zip(shadow.found, self.offered)]
+        mean = sum(deviations) / _GROUPS
+        spread = sum((deviation - mean) ** 2 for deviation in deviations)
+        return self.weight * math.sqrt(spread * _GROUPS / (_GROUPS - 1)) / blocks
 
 
 class _HotHeads:
@@ -183,12 +171,18 @@ class WhatIfObserver(RequestObserver):
     """Sampled shadows of the primary at other capacities and under other policies, fed each request's keys.
 
     ``capacity`` and ``policy`` are the primary's, ``admission`` its reuse admission (the
-    shadows sit behind the same, its tracker scaled like them). Thread-safe: one thread
-    observes, any reads the report.
+    shadows sit behind the same, its tracker scaled like them); another ``salt`` draws another
+    sample of the keys. Thread-safe: one thread observes, any reads the report.
     """
 
     def __init__(
-        self, capacity: int, policy: str, config: WhatIfConfig, *, admission: ReuseAdmissionConfig | None = None
+        self,
+        capacity: int,
+        policy: str,
+        config: WhatIfConfig,
+        *,
+        admission: ReuseAdmissionConfig | None = None,
+        salt: int = SALT,
     ) -> None:
         smallest = capacity * min([1.0, *config.capacities])
         rate = min(1.0, max(config.sample_rate, MIN_SHADOW_BLOCKS / smallest))
@@ -196,6 +190,7 @@ class WhatIfObserver(RequestObserver):
         self._threshold = int(rate * _FULL)
         self._weight = 1.0 / rate
         self._rate = rate
+        self._salt = salt
         self._hot = _HotHeads()
         # One shadow per distinct policy and size: the current setting is often also a figure (lru at 1x).
         shadows: dict[tuple[str, int], _Shadow] = {}
@@ -211,7 +206,7 @@ class WhatIfObserver(RequestObserver):
         self._capacity = {multiple: shadow(policy, multiple) for multiple in config.capacities}
         self._policy = {p.kind: shadow(p.kind, 1.0) for p in config.policies}
         self._shadows = list(shadows.values())
-        self._sample = _Sample()
+        self._sample = _Sample(self._weight)
         self._bucket = max(1, config.window_requests // WINDOW_BUCKETS)
         self._requests = 0
         self._sampled_blocks = 0
@@ -227,7 +222,7 @@ class WhatIfObserver(RequestObserver):
             hot_head = self._hot.is_hot(keys[0])
             rest = keys[1:] if hot_head else keys
             # Hash and compare in C (map, compress): a third of a comprehension's time per key.
-            sampled = list(compress(rest, map(self._threshold.__gt__, map(_digest, rest, repeat(_SALT)))))
+            sampled = list(compress(rest, map(self._threshold.__gt__, map(_digest, rest, repeat(self._salt)))))
         with self._lock:
             self._requests += 1
             number = self._requests
@@ -240,21 +235,25 @@ class WhatIfObserver(RequestObserver):
 
     def _count(self, sampled: Sequence[OffloadKey], hot_head: bool) -> None:
         """Serve one request's ``sampled`` keys to every shadow and count them, after its hot head if it has one."""
-        sample = self._sample
+        sample, weight = self._sample, self._weight
         self._sampled_blocks += len(sampled) + hot_head
+        if hot_head:
+            sample.hot_heads += 1
+            sample.recent.add(1.0, 1.0)
         if not sampled:
-            sample.add_hot_head_alone()
             return
-        weight = self._weight
-        size = len(sampled) * weight + hot_head
-        sample.add(size)
-        sample.recent.add(0.0, size)
+        groups = [0] * len(sampled) if self._exact else [_digest(key, self._salt) % _GROUPS for key in sampled]
+        offered = sample.offered
+        for group in groups:
+            offered[group] += 1
+        sample.recent.add(0.0, len(sampled) * weight)
         for shadow in self._shadows:
-            hits = shadow.cache.serve(sampled) * weight + hot_head
-            shadow.hits += hits
-            shadow.hits_squared += hits * hits
-            shadow.hits_blocks += hits * size
-            shadow.recent.add(hits, 0.0)
+            found = shadow.cache.serve(sampled)
+            if found:
+                counts = shadow.found
+                for group in groups[:found]:
+                    counts[group] += 1
+                shadow.recent.add(found * weight, 0.0)
 
     @override
     def summary(self) -> WhatIfSummary:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -80,6 +81,22 @@ def test_sampling_is_the_same_every_run_sees_a_fraction_and_reports_an_error() -
     assert one.sample_rate == 0.1
     assert one.shadow_blocks == sum(round(1000 * m * 0.1) for m in (0.5, 2, 4)) + 5 * 100, "lru at 1x is one shadow for two figures"
     assert all(0 < figure.error < 0.1 for figure in one.capacity.values())
+
+
+def test_the_reported_error_covers_the_spread_between_samples_of_the_keys() -> None:
+    """Thirty heads, none hot, carry every hit: which keys the hash samples, not which requests, sets the error."""
+    trace = [[1_000_000 + r % 30, *range(10 * r, 10 * r + 9)] for r in range(3000)]
+    config = WhatIfConfig.model_validate({"capacities": [2.0], "policies": ["lru"], "sample_rate": 0.1})
+    runs, errors = [], []
+    for salt in range(8):
+        observer = WhatIfObserver(2000, "lru", config, salt=salt)
+        observed(observer, trace)
+        figure = observer.report().current
+        runs.append(figure.run)
+        errors.append(figure.error)
+    truth = replayed(CPUOffloadingManager(2000, "lru"), trace)
+    assert statistics.pstdev(runs) <= 2 * statistics.mean(errors)
+    assert all(abs(run - truth) <= 2 * error for run, error in zip(runs, errors))
 
 
 def test_a_small_primary_raises_the_rate_until_the_smallest_shadow_holds_its_floor() -> None:
