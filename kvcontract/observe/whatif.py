@@ -1,13 +1,14 @@
 """The live what-if: the hit ratio other capacities and other policies would reach on the traffic served now.
 
-Shadow managers on sampled keys, not stack distances: only LRU has a stack property, and the
+Shadow caches on sampled keys, not stack distances: only LRU has a stack property, and the
 reuse filter, ARC, S3-FIFO, SIEVE and prefix-aware eviction do not, so each what-if figure is
-a real :class:`~kvcontract.managers.CPUOffloadingManager` of that policy (behind the same
-admission) served each request's sampled keys in the replay's order
-(:mod:`kvcontract.sim.driver`). Sampling is spatial, as in SHARDS (Waldspurger et al.,
-FAST'15): a key is sampled when its salted xxh3 hash falls below ``rate * 2**64``, so a
-sampled key is sampled in every request it appears in, and each shadow holds
-``rate * capacity`` blocks; a sampled block stands for ``1 / rate`` blocks.
+that policy (behind the same admission) served each request's sampled keys in the replay's
+order, by a lean :class:`~kvcontract.observe.shadow.ShadowCache` that equals a
+:class:`~kvcontract.managers.CPUOffloadingManager` served by the engine driver. One shadow
+serves every figure of the same policy and size. Sampling is spatial, as in SHARDS
+(Waldspurger et al., FAST'15): a key is sampled when its salted xxh3 hash falls below
+``rate * 2**64``, so a sampled key is sampled in every request it appears in, and each shadow
+holds ``rate * capacity`` blocks; a sampled block stands for ``1 / rate`` blocks.
 
 Two corrections make a small sample hold up on real prefix traffic:
 
@@ -15,17 +16,19 @@ Two corrections make a small sample hold up on real prefix traffic:
   a large share of all hits, so whether the hash happens to sample it would swing every
   figure by that share (on the shared trace one block, the head of every request, is 4 % of
   all blocks requested). Heads are counted (Misra-Gries, 64 counters); a head seen in at
-  least 5 % of requests is *hot*: counted at its true weight, as a hit whenever it was seen
-  before, and kept out of the shadows (its reuse distance is a few requests, which every
-  built-in policy at every what-if capacity holds).
+  least 5 % of requests is *hot*: counted at its true weight, as a hit, and kept out of the
+  shadows (its reuse distance is a few requests, which every built-in policy holds unless
+  the cache cannot hold one request).
 - **A floor on shadow size.** A shadow of a handful of blocks says little, so the rate is
   raised until the smallest shadow holds ``MIN_SHADOW_BLOCKS`` (the report says the rate it
-  ran at); small primaries therefore run exact.
+  ran at).
 
 At an effective rate of 1.0 nothing is hashed, nothing is hot, and every figure is exactly a
-replay of that capacity or policy. The sampling error beside each figure is the standard
-error of the weighted ratio over sampled requests; the bias of scaling a cache down is not in
-it (``tools/bench_whatif.py`` measures both against independent replays).
+replay of that capacity or policy. The error beside each figure is its standard error by
+random groups: the sampled keys fall into ``_GROUPS`` groups by their hash, each a sample of
+the keys, and the spread of the figure between them is the sampling error (between requests
+it would be several times too small, since keys recur across requests). The bias of scaling a
+cache down is not in it (``tools/bench_whatif.py`` measures both against independent replays).
 """
 
 from __future__ import annotations
