@@ -47,12 +47,12 @@ def replayed(manager: OffloadingManager, trace: Sequence[Sequence[int]]) -> floa
     capacity=st.integers(2, 30),
     multiple=st.sampled_from([0.5, 2.0, 3.0]),
     policy=st.sampled_from(BUILTIN_POLICIES),
-    admission=st.booleans(),
+    admission=st.none() | st.tuples(st.integers(2, 3), st.integers(1, 50)),
 )
 def test_at_rate_one_every_figure_is_exactly_a_replay(
-    trace: list[list[int]], capacity: int, multiple: float, policy: str, admission: bool
+    trace: list[list[int]], capacity: int, multiple: float, policy: str, admission: tuple[int, int] | None
 ) -> None:
-    reuse = ReuseAdmissionConfig(store_threshold=2, max_tracker_size=1000) if admission else None
+    reuse = None if admission is None else ReuseAdmissionConfig(store_threshold=admission[0], max_tracker_size=admission[1])
     config = WhatIfConfig.model_validate({"capacities": [multiple], "policies": [policy], "sample_rate": 1.0})
     observer = WhatIfObserver(capacity, "arc", config, admission=reuse)
     observed(observer, trace)
@@ -60,7 +60,9 @@ def test_at_rate_one_every_figure_is_exactly_a_replay(
 
     def manager(blocks: int, name: str) -> OffloadingManager:
         inner = CPUOffloadingManager(blocks, name)
-        return inner if reuse is None else FilterReusedOffloadingManager(inner, store_threshold=2, max_tracker_size=1000)
+        if reuse is None:
+            return inner
+        return FilterReusedOffloadingManager(inner, store_threshold=reuse.store_threshold, max_tracker_size=reuse.max_tracker_size)
 
     assert report.capacity[multiple].run == replayed(manager(max(1, round(capacity * multiple)), "arc"), trace)
     assert report.policy[policy].run == replayed(manager(capacity, policy), trace)
@@ -87,7 +89,8 @@ def test_the_reported_error_covers_the_spread_between_samples_of_the_keys() -> N
     """Thirty heads, none hot, carry every hit: which keys the hash samples, not which requests, sets the error."""
     trace = [[1_000_000 + r % 30, *range(10 * r, 10 * r + 9)] for r in range(3000)]
     config = WhatIfConfig.model_validate({"capacities": [2.0], "policies": ["lru"], "sample_rate": 0.1})
-    runs, errors = [], []
+    runs: list[float] = []
+    errors: list[float] = []
     for salt in range(8):
         observer = WhatIfObserver(2000, "lru", config, salt=salt)
         observed(observer, trace)
