@@ -296,9 +296,9 @@ _POLICY_HELP = "Hit ratio the named policy would reach with the current host mem
 def _cache(blocks: int, policy: str, rate: float, admission: ReuseAdmissionConfig | None) -> ShadowCache:
     """A shadow of ``policy`` over ``blocks``, behind ``admission`` with its tracker scaled by ``rate`` like the blocks."""
     if admission is None:
-        return ShadowCache(blocks, policy)
+        return ShadowCache(blocks, policy, rate=rate)
     tracker = max(1, round(admission.max_tracker_size * rate))
-    return ShadowCache(blocks, policy, store_threshold=admission.store_threshold, max_tracker_size=tracker)
+    return ShadowCache(blocks, policy, rate=rate, store_threshold=admission.store_threshold, max_tracker_size=tracker)
 
 
 def whatif_observer(config: KVContractConfig) -> WhatIfObserver | None:
