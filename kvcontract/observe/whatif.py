@@ -51,7 +51,7 @@ from kvcontract.sim.observer import RequestObserver, WhatIfSummary
 __all__ = ["WhatIfFigure", "WhatIfObserver", "WhatIfReport", "whatif_observer"]
 
 SALT = 0x6B7663
-"""The hash salt by default (\"kvc\"): fixed, so the same traffic gives the same sample, and the same figures, every run."""
+"""The hash salt by default ("kvc"): fixed, so the same traffic gives the same sample, and the same figures, every run."""
 _FULL = 1 << 64
 _digest = xxhash.xxh3_64_intdigest
 _GROUPS = 32
@@ -186,6 +186,8 @@ class WhatIfObserver(RequestObserver):
         admission: ReuseAdmissionConfig | None = None,
         salt: int = SALT,
     ) -> None:
+        if not 0 <= salt < _FULL:
+            raise ValueError(f"WhatIfObserver: salt must be an int in [0, 2**64) (xxh3's seed), got {salt!r}")
         smallest = capacity * min([1.0, *config.capacities])
         rate = min(1.0, max(config.sample_rate, MIN_SHADOW_BLOCKS / smallest))
         self._exact = rate >= 1.0

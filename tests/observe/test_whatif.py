@@ -201,3 +201,9 @@ def _scrape_whatif(url: str, process: subprocess.Popen[str]) -> str:
                 return text
         time.sleep(0.05)
     raise AssertionError(f"no what-if gauges at {url} while simulate ran (exit {process.poll()})")
+
+
+@pytest.mark.parametrize("salt", [-1, 1 << 64])
+def test_a_salt_outside_xxh3_s_seeds_is_one_error_naming_it(salt: int) -> None:
+    with pytest.raises(ValueError, match="salt must be an int in"):
+        WhatIfObserver(1000, "lru", WhatIfConfig(), salt=salt)
