@@ -243,7 +243,7 @@ def test_the_lint_imports_nothing_of_the_runtime() -> None:
 def test_the_drawing_sees_the_imports_it_judges() -> None:
     """The graph is not empty by mistake: known imports of each kind are in it."""
     drawn = {(i.importer, i.target, i.where) for i in imports()}
-    assert ("kvcontract.observe.whatif", "kvcontract.sim.driver", "module") in drawn
+    assert ("kvcontract.observe.whatif", "kvcontract.sim.observer", "module") in drawn
     assert ("kvcontract.contracts", "kvcontract.contracts.enforcement.classes", "module") in drawn
     assert any(i.target == "redis" and i.where == "function" for i in imports())
     assert any(i.target.startswith("matplotlib") and i.where == "type_checking" for i in imports())

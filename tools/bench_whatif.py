@@ -5,7 +5,9 @@
 
 - accuracy: each what-if figure (0.5x, 2x, 4x capacity; every built-in policy) at
   ``--rate`` (and at 1.0) against an independent replay of that capacity or policy
-  (:func:`kvcontract.sim.replay`), with the sampling error the observer reports beside it;
+  (:func:`kvcontract.sim.replay`), with the sampling error the observer reports beside it,
+  and over ``--salts`` other samples (hash salts): the mean difference (bias), its spread,
+  the mean reported error, and how often the difference was within twice the reported error;
 - cost: the replay of the primary alone and the same replay with the observer fed each
   request, interleaved round by round, CPU time of this thread; the median of the per-round
   differences per block;
@@ -30,7 +32,8 @@ from kvcontract.config import BUILTIN_POLICIES, WhatIfConfig
 from kvcontract.contracts import OffloadKey, ReqContext
 from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager
-from kvcontract.observe import WhatIfObserver, WhatIfReport
+from kvcontract.observe import WhatIfFigure, WhatIfObserver, WhatIfReport
+from kvcontract.observe.whatif import SALT
 from kvcontract.sim import block_key, read_trace, replay
 from kvcontract.sim.driver import RequestServer
 
@@ -47,29 +50,39 @@ def traces(trace: Path) -> dict[str, list[list[int]]]:
     return {"conversation (shared)": shared, "shared_prefixes": SHAPES["shared_prefixes"](0), "agent_loops": SHAPES["agent_loops"](0)}
 
 
-def observed(requests: Sequence[Sequence[int]], capacity: int, rate: float) -> WhatIfReport:
+def observed(requests: Sequence[Sequence[OffloadKey]], capacity: int, rate: float, salt: int = SALT) -> WhatIfReport:
     config = WhatIfConfig(capacities=list(_MULTIPLES), sample_rate=rate)
-    observer = WhatIfObserver(capacity, "lru", config)
-    for request in requests:
-        observer.observe([block_key(hash_id) for hash_id in request])
+    observer = WhatIfObserver(capacity, "lru", config, salt=salt)
+    for keys in requests:
+        observer.observe(keys)
     return observer.report()
 
 
-def accuracy(name: str, requests: list[list[int]], rate: float, console: Console) -> None:
+def _figures(report: WhatIfReport) -> dict[str, WhatIfFigure]:
+    return {f"{m:g}x": report.capacity[m] for m in _MULTIPLES} | report.policy
+
+
+def accuracy(name: str, requests: list[list[int]], rate: float, salts: int, console: Console) -> None:
     unique = len({hash_id for request in requests for hash_id in request})
     capacity = max(1, unique // 50)
     truth = {f"{m:g}x": replay(CPUOffloadingManager(max(1, round(capacity * m)), "lru"), requests).hit_ratio for m in _MULTIPLES}
     truth |= {p: replay(CPUOffloadingManager(capacity, p), requests).hit_ratio for p in BUILTIN_POLICIES}
-    exact, sampled = observed(requests, capacity, 1.0), observed(requests, capacity, rate)
-    table = Table(title=f"{name}: primary {capacity} blocks (2 % of {unique:,} unique), LRU")
-    for column in ("what-if", "replay", "rate 1.0", f"rate {sampled.sample_rate:.3g}", "error", "reported error"):
+    chains = [[block_key(hash_id) for hash_id in request] for request in requests]
+    exact, sampled = _figures(observed(chains, capacity, 1.0)), observed(chains, capacity, rate)
+    drawn = [_figures(observed(chains, capacity, rate, SALT + salt)) for salt in range(1, salts + 1)]
+    table = Table(title=f"{name}: primary {capacity} blocks (2 % of {unique:,} unique), LRU, rate used {sampled.sample_rate:.3g}")
+    columns = ("what-if", "replay", "rate 1.0", "sampled", "error", "reported", f"bias ({salts} salts)", "spread", "reported", "|e|<=2 rep", "|e|<=0.01")
+    for column in columns:
         table.add_column(column, justify="left" if column == "what-if" else "right")
-    rows = [(f"{m:g}x", exact.capacity[m], sampled.capacity[m]) for m in _MULTIPLES]
-    rows += [(p, exact.policy[p], sampled.policy[p]) for p in BUILTIN_POLICIES]
-    for label, full, part in rows:
+    for label, figure in _figures(sampled).items():
+        errors = [other[label].run - truth[label] for other in drawn]
+        reported = [other[label].error for other in drawn]
         table.add_row(
-            label, f"{truth[label]:.4f}", f"{full.run:.4f}", f"{part.run:.4f}",
-            f"{part.run - truth[label]:+.4f}", f"{part.error:.4f}",
+            label, f"{truth[label]:.4f}", f"{exact[label].run:.4f}", f"{figure.run:.4f}",
+            f"{figure.run - truth[label]:+.4f}", f"{figure.error:.4f}", f"{statistics.mean(errors):+.4f}",
+            f"{statistics.pstdev(errors):.4f}", f"{statistics.mean(reported):.4f}",
+            f"{sum(abs(e) <= 2 * r for e, r in zip(errors, reported))}/{salts}",
+            f"{sum(abs(e) <= 0.01 for e in errors)}/{salts}",
         )
     console.print(table)
 
@@ -107,8 +120,9 @@ def cost(requests: list[list[int]], rate: float, rounds: int, console: Console) 
     report = observer.report()
     console.print(
         f"memory at rate {rate:g}: shadows hold up to {report.shadow_blocks:,} blocks against the primary's "
-        f"{capacity:,} ({report.shadow_blocks / capacity:.1%}); allocated {observer_bytes / 2**20:.2f} MiB against the "
-        f"primary's {primary_bytes / 2**20:.2f} MiB ({observer_bytes / max(1, primary_bytes):.1%})"
+        f"{capacity:,} ({report.shadow_blocks / capacity:.1%}); allocated {observer_bytes / 2**20:.3f} MiB "
+        f"({observer_bytes / max(1, report.shadow_blocks):.0f} B a shadow block) against the primary's "
+        f"{primary_bytes / 2**20:.3f} MiB ({primary_bytes / capacity:.0f} B a block): {observer_bytes / max(1, primary_bytes):.1%}"
     )
 
 
@@ -133,12 +147,13 @@ def main() -> None:
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--rate", type=float, default=0.01)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--salts", type=int, default=8, help="other hash salts to draw the sample with, for the bias and spread")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=150)
     configure(checks=False)
     shapes = traces(args.trace)
     for name, requests in shapes.items():
-        accuracy(name, requests, args.rate, console)
+        accuracy(name, requests, args.rate, args.salts, console)
     cost(shapes["conversation (shared)"], args.rate, args.rounds, console)
 
 

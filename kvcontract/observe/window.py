@@ -32,8 +32,6 @@ class RecentCounts:
         self._full.append((self._hits, self._blocks))
         self._hits = self._blocks = 0.0
 
-    def ratio(self) -> float:
-        """Hits over blocks in the window (0.0 before any block)."""
-        hits = self._hits + sum(h for h, _ in self._full)
-        blocks = self._blocks + sum(b for _, b in self._full)
-        return hits / blocks if blocks else 0.0
+    def totals(self) -> tuple[float, float]:
+        """Hits and blocks in the window."""
+        return self._hits + sum(h for h, _ in self._full), self._blocks + sum(b for _, b in self._full)
