@@ -1,7 +1,7 @@
 """The core test suite on the other Python versions the package supports: ``nox -s tests``.
 
 CI (``.ci/run``) runs everything on one Python; these sessions run the README's test command,
-without Redis and vLLM (vLLM 0.33 needs Python 3.11+), on 3.10 and 3.12. torch is installed
+without Redis and vLLM, on 3.12 (3.11 is what CI runs; 3.11 is the floor, see CONTRIBUTING.md). torch is installed
 first from a CPU-only source, never from PyPI, whose Linux wheels are CUDA builds:
 ``KVCONTRACT_TORCH_INDEX`` (default PyTorch's CPU index) or ``KVCONTRACT_TORCH_WHEELS``, a
 directory holding ``torch-2.13.0+cpu`` wheels for each version (torch's own dependencies come
@@ -20,7 +20,7 @@ TORCH = "torch==2.13.0+cpu"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
-@nox.session(python=["3.10", "3.12"])
+@nox.session(python=["3.12"])
 def tests(session: nox.Session) -> None:
     """The README's test command, Redis and vLLM tests skipped as on any machine without them."""
     wheels = os.environ.get("KVCONTRACT_TORCH_WHEELS")

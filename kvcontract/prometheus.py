@@ -7,16 +7,16 @@ scrapes. ``prometheus-client`` is imported here only, never by ``import kvcontra
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvcontract.extras import MissingExtraError
 from kvcontract.metrics import MetricsCollector
 
 if TYPE_CHECKING:
-    from prometheus_client.registry import CollectorRegistry
     from prometheus_client.metrics_core import Metric
+    from prometheus_client.registry import CollectorRegistry
 
 __all__ = ["MetricsServer", "MissingExtraError", "registry_for", "serve_metrics"]
 

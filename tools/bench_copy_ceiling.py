@@ -33,9 +33,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import bench_transfer
 import numpy as np
 
-import bench_transfer
 from kvcontract import GPULoadStoreSpec
 from kvcontract.transfer import TorchOffloadingWorker
 from kvcontract.transfer.copy_engine import Direction

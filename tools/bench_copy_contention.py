@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from bench_transfer import MIB, POOL_BYTES, parse_size
 from rich.console import Console
 from rich.table import Table
 
-from bench_transfer import MIB, POOL_BYTES, parse_size
 from kvcontract import BlockIdsSpec, GPULoadStoreSpec
 from kvcontract.transfer import TorchOffloadingWorker
 from kvcontract.transfer.run_copy import compiled_copy_runs

@@ -204,7 +204,7 @@ def bench_block_size(
         for thread_count in threads:
             tier = FileTier(root, count, host, identity=identity, io_threads=thread_count)
             host.zero_()
-            seconds = best_of(repeat, cold, lambda: time_tier_loads(tier, keys, job_blocks))
+            seconds = best_of(repeat, cold, lambda tier=tier: time_tier_loads(tier, keys, job_blocks))
             tier.shutdown()
             if not torch.equal(host, original):
                 raise RuntimeError("the loaded blocks differ from the stored ones")

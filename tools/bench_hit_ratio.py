@@ -21,15 +21,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench_manager import BLOCK_TOKENS, DEFAULT_TRACE, replay_vllm
 from rich.console import Console
 from rich.table import Table
+from trace_shapes import SHAPES
 
-from bench_manager import BLOCK_TOKENS, DEFAULT_TRACE, replay_vllm
 from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
 from kvcontract.plan.optimum import optimal_hit_ratio
 from kvcontract.sim import read_trace, replay
-from trace_shapes import SHAPES
 
 FRACTIONS = (0.02, 0.05, 0.10)
 POLICIES = ("lru", "arc", "s3fifo", "sieve", "prefix_reuse")

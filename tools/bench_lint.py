@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 from kvcontract.lint.decorators import DecoratorKind, decorator_kinds
 from kvcontract.lint.discover import discover
-from kvcontract.lint.runner import LintSettings, make_resolver
 from kvcontract.lint.parse import ParsedFile, default_jobs, parse_files
 from kvcontract.lint.resolve import ClassInfo, ModuleValue, Resolver, Unknown
+from kvcontract.lint.runner import LintSettings, make_resolver
 from kvcontract.lint.static_conditions import Target
 from kvcontract.lint.summary import ClassSummary, DefSummary, ModuleSummary, Ref
 

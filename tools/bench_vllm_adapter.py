@@ -57,7 +57,6 @@ from kvcontract.managers import CPUOffloadingManager
 from kvcontract.sim import ReplayReport, TraceRequest, read_trace, replay
 from kvcontract.sim.driver import key_chains as contract_key_chains
 
-
 DEFAULT_TRACE = Path("/work/shared/traces/conversation_trace.jsonl")
 BLOCK_TOKENS = 16
 """Tokens per block in the positions recorded for vLLM's manager (the adapter does not read them)."""

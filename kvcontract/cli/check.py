@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING, cast
 
 from kvcontract.arguments import USAGE_ERROR
@@ -18,17 +17,14 @@ __all__ = ["run_check"]
 
 
 def run_check(options: argparse.Namespace) -> int:
+    import tomllib
+
     from kvcontract.lint.cli import main as lint_main
     from kvcontract.testing.components import (
         ComponentError,
         check_component,
         read_components,
     )
-
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on Python 3.10 only
-        import tomli as tomllib
 
     # The project is read before the lint runs, so a bad --project stops with one line and no findings.
     wanted = '[tool.kvcontract] components = ["package.module:Name", ...]'

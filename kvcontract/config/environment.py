@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import copy
-import sys
 from collections.abc import Mapping
 from typing import cast
 
 import yaml
 
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on Python 3.10 only
-    pass
 from kvcontract.config.errors import ConfigError, parse_failure
 from kvcontract.config.limits import check_shape
 from kvcontract.config.model import KVContractConfig

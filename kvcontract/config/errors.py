@@ -9,11 +9,6 @@ from pydantic import (
     ValidationError,
 )
 
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on Python 3.10 only
-    pass
-
 
 class ConfigError(ValueError):
     """A config file or value is invalid: ``problems`` names each bad field and what was expected.

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-
 from pydantic import (
     Field,
     ValidationInfo,
     field_validator,
 )
 
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on Python 3.10 only
-    pass
 from kvcontract.config.base import ConfigModel
 from kvcontract.config.limits import ConfigLimits
 

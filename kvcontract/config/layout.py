@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
-from typing import Literal, cast
+from typing import Literal, Self, cast
 
 from pydantic import (
     ByteSize,
     Field,
     model_validator,
 )
-from typing_extensions import Self
 
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on Python 3.10 only
-    pass
 from kvcontract.config.base import ConfigModel
 from kvcontract.config.limits import ConfigLimits
 

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import sys
 from typing import ClassVar, cast
 
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on Python 3.10 only
-    pass
 from kvcontract.config.errors import ConfigError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
-import sys
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import cast
@@ -15,10 +15,6 @@ from pydantic import (
     ValidationError,
 )
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 from kvcontract.config.environment import apply_environment
 from kvcontract.config.errors import ConfigError, describe_errors, parse_failure
 from kvcontract.config.limits import ConfigLimits, check_shape

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from pathlib import Path
 
 from pydantic import (
     ByteSize,
 )
 
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on Python 3.10 only
-    pass
 from kvcontract.config.errors import ConfigError
 from kvcontract.config.limits import ConfigLimits
 from kvcontract.config.manager import CPUManagerConfig

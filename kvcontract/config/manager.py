@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import (
     Field,
 )
 
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on Python 3.10 only
-    pass
 from kvcontract.config.base import ConfigModel
 from kvcontract.config.limits import ConfigLimits
 from kvcontract.config.policy import PolicyConfig
@@ -46,4 +41,4 @@ class TieringManagerConfig(ConfigModel):
     secondary: list[TierConfig] = Field(default_factory=list[TierConfig])
 
 
-ManagerConfig = Annotated[Union[CPUManagerConfig, TieringManagerConfig], Field(discriminator="kind")]
+ManagerConfig = Annotated[CPUManagerConfig | TieringManagerConfig, Field(discriminator="kind")]

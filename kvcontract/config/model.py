@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-from typing import Literal, cast
+from typing import Literal, Self, cast
 
 from pydantic import (
     ByteSize,
     Field,
     model_validator,
 )
-from typing_extensions import Self
 
-from kvcontract.contracts.identity import BlockIdentity
-
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on Python 3.10 only
-    pass
 from kvcontract.config.base import ConfigModel
 from kvcontract.config.identity import IdentityConfig
 from kvcontract.config.layout import KVLayout
@@ -25,6 +17,7 @@ from kvcontract.config.limits import ConfigLimits
 from kvcontract.config.manager import CPUManagerConfig, ManagerConfig
 from kvcontract.config.observe import ObserveConfig
 from kvcontract.config.tiers import FileTierConfig
+from kvcontract.contracts.identity import BlockIdentity
 
 
 class TransferConfig(ConfigModel):

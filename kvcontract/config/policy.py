@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import typing
 
 from pydantic import (
@@ -10,10 +9,6 @@ from pydantic import (
     model_validator,
 )
 
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on Python 3.10 only
-    pass
 from kvcontract.config.base import ConfigModel
 
 

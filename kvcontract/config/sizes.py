@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Annotated
@@ -15,10 +14,6 @@ from pydantic import (
     WithJsonSchema,
 )
 
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on Python 3.10 only
-    pass
 from kvcontract.config.errors import shown_value
 from kvcontract.config.limits import ConfigLimits
 

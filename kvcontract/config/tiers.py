@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal, Self
 
 from pydantic import (
     ByteSize,
@@ -12,12 +11,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from typing_extensions import Self
 
-if sys.version_info >= (3, 11):
-    pass
-else:  # pragma: no cover - exercised on Python 3.10 only
-    pass
 from kvcontract.config.base import ConfigModel
 from kvcontract.config.limits import ConfigLimits
 from kvcontract.config.policy import PolicyConfig
@@ -115,4 +109,4 @@ class MooncakeTierConfig(ConfigModel):
     retry_interval: float = Field(default=1.0, gt=0)
 
 
-TierConfig = Annotated[Union[FileTierConfig, RedisTierConfig, MooncakeTierConfig], Field(discriminator="kind")]
+TierConfig = Annotated[FileTierConfig | RedisTierConfig | MooncakeTierConfig, Field(discriminator="kind")]

@@ -5,7 +5,7 @@ Library use: :func:`lint_files` with :class:`LintSettings`; command line: ``kvco
 """
 
 from kvcontract.lint.codes import RULES, Rule
-from kvcontract.lint.runner import LintResult, LintSettings, lint_files
 from kvcontract.lint.finding import Finding
+from kvcontract.lint.runner import LintResult, LintSettings, lint_files
 
 __all__ = ["RULES", "Finding", "LintResult", "LintSettings", "Rule", "lint_files"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from kvcontract.lint.resolve import ClassInfo, FunctionValue, Resolver, Unknown
 from kvcontract.lint.runtime_classes import is_stdlib_module
@@ -47,7 +47,7 @@ class OpaqueType(NamedTuple):
     text: str
 
 
-TypeExpr = Union[AnyType, NoneType, ClassType, UnionType, OpaqueType]
+TypeExpr = AnyType | NoneType | ClassType | UnionType | OpaqueType
 
 def _ref(node: ast.expr, summary: ModuleSummary) -> Ref | None:
     dotted = dotted_name(node)

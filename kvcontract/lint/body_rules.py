@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from typing import NamedTuple
-
-from typing_extensions import TypeGuard
+from typing import NamedTuple, TypeGuard
 
 __all__ = ["Materialization", "Reuse", "iterable_reuses", "redundant_materializations"]
 
@@ -122,9 +120,13 @@ def _local_only_read(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str, pa
     if len(rebinds.get(name, ())) != 1:
         return False
     for node in ast.walk(func):
-        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
-            if not _read_only(node, parents.get(node)):
-                return False
+        if (
+            isinstance(node, ast.Name)
+            and node.id == name
+            and isinstance(node.ctx, ast.Load)
+            and not _read_only(node, parents.get(node))
+        ):
+            return False
     return True
 
 
@@ -148,9 +150,7 @@ def redundant_materializations(func: ast.FunctionDef | ast.AsyncFunctionDef, par
         if any(line < node.lineno for line in rebinds.get(arg.id, ())):
             continue
         parent = parents.get(node)
-        if _read_only(node, parent):
-            out.append(Materialization(node, arg.id))
-        elif (
+        if _read_only(node, parent) or (
             isinstance(parent, ast.Assign)
             and parent.value is node
             and len(parent.targets) == 1

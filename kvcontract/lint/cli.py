@@ -15,10 +15,10 @@ from kvcontract.arguments import OneLineParser, installed_version
 from kvcontract.lint.codes import known_code
 from kvcontract.lint.config import ConfigError, LintConfig, load_config, parse_version
 from kvcontract.lint.discover import discover
-from kvcontract.lint.runner import LintSettings, lint_files
 from kvcontract.lint.fix import fix_files
 from kvcontract.lint.parse import default_jobs
 from kvcontract.lint.report import FORMATS, Format, render, statistics
+from kvcontract.lint.runner import LintSettings, lint_files
 from kvcontract.lint.static_conditions import Target
 
 __all__ = ["build_parser", "main"]

@@ -17,18 +17,12 @@ from __future__ import annotations
 
 import os
 import re
-import sys
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-from typing_extensions import TypeGuard
+from typing import TypeGuard
 
 from kvcontract.lint.codes import known_code
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 __all__ = ["ConfigError", "LintConfig", "find_pyproject", "load_config", "parse_version"]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from kvcontract.lint.codes import RULES
 
@@ -36,7 +36,7 @@ class Unwrap(NamedTuple):
     replacement: str
 
 
-Fix = Union[AddOverride, Unwrap]
+Fix = AddOverride | Unwrap
 
 
 @dataclass(frozen=True, slots=True)

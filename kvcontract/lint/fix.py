@@ -14,8 +14,8 @@ import tokenize
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from kvcontract.lint.runner import LintResult, LintSettings, lint_files
 from kvcontract.lint.finding import AddOverride, Finding, Unwrap
+from kvcontract.lint.runner import LintResult, LintSettings, lint_files
 
 __all__ = ["FixOutcome", "decode_source", "fix_files", "fix_source", "import_line_index"]
 

@@ -12,7 +12,7 @@ import builtins
 import os
 import sysconfig
 from collections.abc import Callable, Iterable
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from typing_extensions import override
 
@@ -109,7 +109,7 @@ class ClassInfo:
         return f"ClassInfo({self.key})"
 
 
-Value = Union[ClassInfo, ModuleValue, InstanceValue, FunctionValue, Unknown]
+Value = ClassInfo | ModuleValue | InstanceValue | FunctionValue | Unknown
 
 
 def _c3(lists: list[list[ClassInfo | Unknown]]) -> list[ClassInfo | Unknown]:

@@ -75,9 +75,9 @@ def _ignored_here(path: str, code: str, settings: LintSettings) -> bool:
     rel = os.path.relpath(path, settings.project_root).replace(os.sep, "/")
     base = os.path.basename(path)
     for pattern, codes in settings.per_file_ignores:
-        if fnmatch.fnmatch(rel, pattern) or ("/" not in pattern and fnmatch.fnmatch(base, pattern)):
-            if _longest(code, codes) >= 0:
-                return True
+        matches = fnmatch.fnmatch(rel, pattern) or ("/" not in pattern and fnmatch.fnmatch(base, pattern))
+        if matches and _longest(code, codes) >= 0:
+            return True
     return False
 
 

@@ -10,12 +10,9 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Union
-
-from typing_extensions import TypeAlias
+from typing import TypeAlias
 
 from kvcontract.lint.static_conditions import Target, static_truth
 from kvcontract.lint.summary import (
@@ -47,12 +44,8 @@ _CLASS_KEYWORD = re.compile(rb"class[ \t\\(]")
 _FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
 _TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
-if sys.version_info >= (3, 11):
-    TryNode: TypeAlias = Union[ast.Try, ast.TryStar]
-    _TRY: tuple[type[ast.stmt], ...] = (ast.Try, ast.TryStar)
-else:  # pragma: no cover - Python 3.10 has no ``try``/``except*``
-    TryNode: TypeAlias = ast.Try
-    _TRY = (ast.Try,)
+TryNode: TypeAlias = ast.Try | ast.TryStar
+_TRY = (ast.Try, ast.TryStar)
 
 
 def absolute_module(current: str, is_package: bool, module: str | None, level: int) -> str:

@@ -7,7 +7,7 @@ module's binding table that may reach that point (code flow), and the attributes
 
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 __all__ = [
     "UNBOUND",
@@ -94,7 +94,7 @@ class OpaqueBinding(NamedTuple):
     transform: bool = False
 
 
-Binding = Union[ClassBinding, ModuleBinding, FromBinding, AliasBinding, CallBinding, OpaqueBinding]
+Binding = ClassBinding | ModuleBinding | FromBinding | AliasBinding | CallBinding | OpaqueBinding
 
 
 class OpaqueBase(NamedTuple):
@@ -103,7 +103,7 @@ class OpaqueBase(NamedTuple):
     text: str
 
 
-BaseExpr = Union[Ref, CallBinding, OpaqueBase]
+BaseExpr = Ref | CallBinding | OpaqueBase
 
 
 class Decorator(NamedTuple):

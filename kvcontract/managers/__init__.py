@@ -8,7 +8,7 @@ from kvcontract.managers.cpu import CPUOffloadingManager
 from kvcontract.managers.evictions import EvictionListener, ReportsEvictions
 from kvcontract.managers.forwarding import ForwardingManager
 from kvcontract.managers.reuse_filter import FilterReusedOffloadingManager
-from kvcontract.managers.tiering import TierStats, TieringOffloadingManager, TieringStats
+from kvcontract.managers.tiering import TieringOffloadingManager, TieringStats, TierStats
 
 __all__ = [
     "CPUOffloadingManager",

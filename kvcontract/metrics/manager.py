@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from kvcontract.contracts import ManagerStats, OffloadingManager
-from kvcontract.managers import TierStats, TieringStats
+from kvcontract.managers import TieringStats, TierStats
 from kvcontract.metrics.sample import MetricSample, MetricsSource
 
 __all__ = ["manager_samples", "manager_source", "tier_samples"]

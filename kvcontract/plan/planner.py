@@ -17,8 +17,8 @@ import numpy as np
 from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.plan.optimum import optimal_hit_ratio
-from kvcontract.sim.replay import replay
 from kvcontract.plan.stack_distance import lru_hit_curve, shards_hit_curves
+from kvcontract.sim.replay import replay
 
 __all__ = ["CapacityPlan", "OPTIMUM", "plan_capacity", "plan_steps"]
 

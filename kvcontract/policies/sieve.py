@@ -47,9 +47,8 @@ class SIEVEPolicy(PolicyBase):
             if key in ahead:
                 if blocks[key].ref_cnt >= 0:
                     ahead[key] = True
-            elif key in passed:
-                if blocks[key].ref_cnt >= 0:
-                    passed[key] = True
+            elif key in passed and blocks[key].ref_cnt >= 0:
+                passed[key] = True
 
     @override
     def _place(self, key: OffloadKey) -> None:

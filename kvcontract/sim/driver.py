@@ -177,7 +177,7 @@ class RequestServer(Generic[_K, _C]):
             for key in keys:
                 if lookup(key, context) is not hit:
                     break
-                found += 1
+                found += 1  # noqa: SIM113  # the hits before the first miss; enumerate() would need a for-else
         else:
             found = self._readable_prefix(keys, context, data_path)
         if found:

@@ -21,8 +21,8 @@ from kvcontract.assembly import apply_runtime_checks
 from kvcontract.config import KVContractConfig
 from kvcontract.sim.output import show_line, show_table
 from kvcontract.sim.report import check_verdict
-from kvcontract.sim.simulator import EngineSimulator, SimulationReport
 from kvcontract.sim.run import simulation_requests
+from kvcontract.sim.simulator import EngineSimulator, SimulationReport
 
 __all__ = ["MAX_ENGINES", "MultiEngineReport", "print_engines_report", "run_engines", "run_engines_simulation"]
 

@@ -25,7 +25,6 @@ import torch
 
 from kvcontract.assembly import build_manager, build_worker
 from kvcontract.config import KVContractConfig
-from kvcontract.managers import TierStats, TieringStats
 from kvcontract.contracts import (
     GPULoadStoreSpec,
     LoadStoreSpec,
@@ -36,6 +35,7 @@ from kvcontract.contracts import (
     ReqContext,
     TransferResult,
 )
+from kvcontract.managers import TieringStats, TierStats
 from kvcontract.sim.driver import RequestServer, StorePlan, key_chains
 from kvcontract.sim.observer import RequestObserver, WhatIfSummary
 

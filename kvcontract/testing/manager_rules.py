@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-
 from typing_extensions import override
 
 from kvcontract.contracts import (

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 import torch
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
-
 from typing_extensions import override
 
 from kvcontract.contracts import BlockIdsSpec, GPULoadStoreSpec, OffloadingWorker, TransferResult

@@ -20,8 +20,8 @@ import torch
 from typing_extensions import override
 
 from kvcontract.contracts import TransferResult
-from kvcontract.transfer.device_view import device_alias
 from kvcontract.transfer.copy_engine import CopyEngine, Direction
+from kvcontract.transfer.device_view import device_alias
 from kvcontract.transfer.graphed_copy import GraphedCopier, GraphedJob
 from kvcontract.transfer.layout import KVCacheLayout
 from kvcontract.transfer.mapping import BlockMapping

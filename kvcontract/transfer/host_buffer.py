@@ -17,6 +17,7 @@ collected, so a later mapping at the same address can be registered again.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import threading
@@ -113,10 +114,8 @@ def _mapped(nbytes: int, path: str | None) -> tuple[mmap.mmap, torch.Tensor]:
         finally:
             os.close(fd)
     if hasattr(mmap, "MADV_HUGEPAGE"):
-        try:
+        with contextlib.suppress(OSError):  # huge pages are only a speed-up; some kernels and file systems refuse them
             region.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:
-            pass  # huge pages are only a speed-up; some kernels and file systems refuse them
     return region, torch.frombuffer(region, dtype=torch.uint8)
 
 
@@ -137,10 +136,8 @@ def _register(flat: torch.Tensor, device: torch.device | None, failures: list[st
 
 def _unregister(pointer: int, device: int) -> None:
     """End the registration at ``pointer``; a refusal (the mapping already gone) changes nothing."""
-    try:
+    with contextlib.suppress(RuntimeError):  # the mapping may already be gone; nothing is pinned in vain either way
         _on_helper_thread(lambda: _cudart().cudaHostUnregister(pointer), device)
-    except RuntimeError:
-        pass  # the mapping may already be gone; nothing is pinned in vain either way
 
 
 def _on_helper_thread(call: Callable[[], int], device: int) -> None:

@@ -25,8 +25,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from kvcontract.transfer.device_view import on_device
 from kvcontract.transfer.copy_engine import Direction
+from kvcontract.transfer.device_view import on_device
 from kvcontract.transfer.layout import KVCacheGroup, KVCacheLayout
 from kvcontract.transfer.mapping import BlockMapping
 

@@ -15,8 +15,8 @@ from kvcontract.contracts import (
     OffloadingWorker,
     TransferResult,
 )
-from kvcontract.transfer.cuda_engine import CudaCopyEngine
 from kvcontract.transfer.copy_engine import CopyEngine, Direction
+from kvcontract.transfer.cuda_engine import CudaCopyEngine
 from kvcontract.transfer.host_buffer import HostBuffer
 from kvcontract.transfer.layout import KVCacheLayout
 from kvcontract.transfer.mapping import BlockMapping

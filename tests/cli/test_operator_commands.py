@@ -33,7 +33,7 @@ def test_plan_prints_each_policy_and_the_optimum_as_json(tmp_path: Path, capsys:
     assert status == 0
     assert document["capacities"] == [3, 5, 7]
     assert set(document["curves"]) == {"lru", "arc", "optimum"}
-    assert all(o >= l for o, l in zip(document["curves"]["optimum"], document["curves"]["lru"]))
+    assert all(best >= lru for best, lru in zip(document["curves"]["optimum"], document["curves"]["lru"]))
     assert document["smallest_capacity"]["optimum"] == 3
 
 

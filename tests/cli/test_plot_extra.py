@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 import kvcontract.sim.run as sim_run
 from tests.cli.support import run_cli
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 

@@ -16,7 +16,6 @@ from kvcontract.cli import main
 from kvcontract.config import LAYOUT_PRESETS, ConfigError, KVContractConfig, load_config, read_config
 
 
-
 def size(number: int, unit: str) -> str:
     return f"{number}{unit}"
 

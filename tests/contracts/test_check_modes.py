@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from typing import cast
 from collections import UserList
 from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
+from typing import cast
 
 import pytest
 from beartype import BeartypeConf

@@ -10,10 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol, TypeVar
 
-from typing_extensions import ParamSpec
-
 import pytest
-from typing_extensions import override
+from typing_extensions import ParamSpec, override
 
 from kvcontract import CachePolicy, ContractDefinitionError, ContractViolation, OffloadKey, ReqContext
 from kvcontract.enforce import configure, unchecked

@@ -6,8 +6,8 @@ import textwrap
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from kvcontract.lint.runner import LintSettings, lint_files
 from kvcontract.lint.finding import Finding
+from kvcontract.lint.runner import LintSettings, lint_files
 from kvcontract.lint.static_conditions import Target
 
 TARGET = Target((3, 11), "linux")

@@ -7,10 +7,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TypeGuard
 
 import pytest
 import yaml
-from typing_extensions import TypeGuard
 
 from kvcontract.lint.flake8_plugin import KVContractFlake8
 from tests.lint.helpers import write_tree

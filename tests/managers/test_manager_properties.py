@@ -10,9 +10,8 @@ whole state (counters, each key's block and reference count) and the model stay 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
-
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import strategies as st

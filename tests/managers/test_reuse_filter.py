@@ -21,9 +21,9 @@ from kvcontract.managers import (
     ForwardingManager,
     TieringOffloadingManager,
 )
+from tests.managers.controlled_tier import ControlledTier
 from tests.policies.support import key, keys
 from tests.profiles import stateful_settings
-from tests.managers.controlled_tier import ControlledTier
 
 
 def offer(manager: OffloadingManager, request: str | ReqContext, *numbers: int) -> list[int]:

@@ -13,9 +13,9 @@ from typing_extensions import override
 from kvcontract import (
     BlockIdsSpec,
     GPULoadStoreSpec,
-    PrepareStoreOutput,
     LookupResult,
     OffloadKey,
+    PrepareStoreOutput,
     ReqContext,
     TierJob,
     make_offload_key,

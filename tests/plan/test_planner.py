@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvcontract.managers import CPUOffloadingManager
-from kvcontract.policies import available_policies
 from kvcontract.plan.grid import GridError, parse_capacity_grid
 from kvcontract.plan.optimum import optimal_hit_ratio
 from kvcontract.plan.planner import OPTIMUM, plan_capacity, plan_steps
 from kvcontract.plan.stack_distance import lru_hit_curve, shards_hit_curve, shards_hit_curves
+from kvcontract.policies import available_policies
 from kvcontract.sim import read_trace, replay
 from tests.sim.support import TRACE, needs_trace
 

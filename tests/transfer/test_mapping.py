@@ -11,7 +11,6 @@ from kvcontract import GPULoadStoreSpec
 from kvcontract.transfer import KVCacheLayout
 from kvcontract.transfer.mapping import BlockMapping
 
-
 NESTED: Any = [[0, 1]]
 """Block ids nested one level too deep."""
 

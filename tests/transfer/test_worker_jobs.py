@@ -13,10 +13,9 @@ import pytest
 import torch
 
 from kvcontract import BlockIdsSpec, ContractViolation, GPULoadStoreSpec, LoadStoreSpec
-from kvcontract.transfer import TorchOffloadingWorker
-from kvcontract.transfer import graphed_copy, thread_engine
-from kvcontract.transfer.cuda_engine import CudaCopyEngine
+from kvcontract.transfer import TorchOffloadingWorker, graphed_copy, thread_engine
 from kvcontract.transfer.copy_engine import Direction
+from kvcontract.transfer.cuda_engine import CudaCopyEngine
 from kvcontract.transfer.staged_copy import PreparedJob
 from kvcontract.transfer.thread_engine import GIL_SLICE_BYTES, Pages, ThreadCopyEngine
 from tests.transfer.model import (
@@ -278,7 +277,7 @@ def test_a_copy_that_raises_fails_its_job_and_touches_only_mapped_blocks(
         assert worker.submit_load(2, BlockIdsSpec([6, 2, 5, 0]), spec)
         worker.wait([2])
         assert [r.success for r in worker.get_finished()] == [False]
-        for group, source in zip(groups, sources):
+        for group, _source in zip(groups, sources):
             for tensor in group:
                 unmapped = tensor[[0, 5, 6, 7]]
                 assert bool((unmapped == -1.0).all()), "a failed load wrote unmapped blocks"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import assert_type
 
 import torch
-from typing_extensions import assert_type
 
 from kvcontract import BlockIdsSpec, CachePolicy, ManagerStats, OffloadingManager, ReqContext, make_offload_key
 from kvcontract.assembly import build_manager, build_worker

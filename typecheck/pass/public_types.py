@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from typing_extensions import assert_type
+from typing import assert_type
 
 import kvcontract
 from kvcontract import (

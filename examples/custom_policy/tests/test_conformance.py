@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from custom_policy import FIFOPolicy, MetricsManager
+
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.testing.pytest_plugin import Conformance
 

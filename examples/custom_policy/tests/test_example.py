@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from custom_policy import FIFOPolicy, MetricsManager
+
 from kvcontract import ContractViolation, LookupResult, ReqContext, make_offload_key
 from kvcontract.managers import CPUOffloadingManager, ForwardingManager
 from kvcontract.policies import available_policies, get_policy

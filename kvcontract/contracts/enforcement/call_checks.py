@@ -269,10 +269,10 @@ def _fast_hint(hint: object) -> object:
     args = get_args(hint)
     if origin in _SEQUENCES and len(args) == 1:
         item = args[0]
-        return Union[list[item], tuple[item, ...], hint]  # type: ignore[valid-type]  # built at run time from a contract hint
+        return Union[list[item], tuple[item, ...], hint]  # type: ignore[valid-type]  # noqa: UP007  # built at run time from a contract hint, which `|` may refuse (a string, a ForwardRef)
     if origin is abc.Set and len(args) == 1:
         item = args[0]
-        return Union[frozenset[item], set[item], hint]  # type: ignore[valid-type]  # built at run time from a contract hint
+        return Union[frozenset[item], set[item], hint]  # type: ignore[valid-type]  # noqa: UP007  # built at run time from a contract hint, which `|` may refuse
     return hint
 
 
@@ -290,7 +290,7 @@ def _full_hint(hint: object) -> object:
     """
     origin, args = get_origin(hint), get_args(hint)
     if origin in (Union, types.UnionType):
-        return Union[tuple(_full_hint(arg) for arg in args)]
+        return Union[tuple(_full_hint(arg) for arg in args)]  # noqa: UP007  # a union of any number of hints, built at run time
     if origin in _CONTAINERS and len(args) == 1:
         return Annotated[hint, Is[_every(_full_hint(args[0]))]]
     if origin is tuple and args:

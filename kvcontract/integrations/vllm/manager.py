@@ -39,14 +39,13 @@ from typing import Protocol, cast
 
 from typing_extensions import override
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import OffloadingConnectorStats
-from vllm.v1.kv_offload.base import ConfigInfoMapping
+from vllm.v1.kv_offload.base import ConfigInfoMapping, RequestOffloadingContext, ScheduleEndContext
 from vllm.v1.kv_offload.base import LookupResult as VLLMLookupResult
 from vllm.v1.kv_offload.base import OffloadingEvent as VLLMOffloadingEvent
 from vllm.v1.kv_offload.base import OffloadingManager as VLLMOffloadingManager
 from vllm.v1.kv_offload.base import OffloadKey as VLLMOffloadKey
 from vllm.v1.kv_offload.base import PrepareStoreOutput as VLLMPrepareStoreOutput
 from vllm.v1.kv_offload.base import ReqContext as VLLMReqContext
-from vllm.v1.kv_offload.base import RequestOffloadingContext, ScheduleEndContext
 from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
 from kvcontract.contracts import LoadStoreSpec, LookupResult, OffloadingManager, OffloadKey, ReqContext

@@ -21,7 +21,7 @@ from vllm.v1.kv_offload.base import (
 
 from kvcontract.config import WhatIfConfig
 from kvcontract.contracts import ManagerStats
-from kvcontract.managers import TierStats, TieringStats
+from kvcontract.managers import TieringStats, TierStats
 from kvcontract.metrics import manager_samples
 from kvcontract.observe import WhatIfObserver
 

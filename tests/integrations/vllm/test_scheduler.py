@@ -13,11 +13,15 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import OffloadingConnectorStats
 
 from kvcontract.contracts import OffloadKey, PrepareStoreOutput, ReqContext
-from kvcontract.integrations.vllm import KVContractOffloadingManager, KVContractOffloadingSpec, RequestTokens, request_tokens
+from kvcontract.integrations.vllm import (
+    KVContractOffloadingManager,
+    KVContractOffloadingSpec,
+    RequestTokens,
+    request_tokens,
+)
 from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
 from tests.integrations.vllm.support import BLOCK_TOKENS, SPEC_PATH, VLLM_0_34, Engine, model_dir, vllm_config
 
