@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from kvcontract.arguments import USAGE_ERROR
 from kvcontract.cli.errors import UsageError
 from kvcontract.cli.streams import writing
 
-if TYPE_CHECKING:
-
-    pass
-
 __all__ = ["run_check"]
 
 
 def run_check(options: argparse.Namespace) -> int:
+    """``kvcontract check``: the lint, then each component the project names through the conformance kit."""
     import tomllib
 
     from kvcontract.lint.cli import main as lint_main

@@ -21,6 +21,7 @@ __all__ = ["load_command_config", "print_config", "run_config_schema", "run_conf
 
 
 def load_command_config(path: Path | None, *, simulation: bool = False) -> KVContractConfig:
+    """The config a command runs with: ``path``'s, or with none the simulation's built-in one (``simulation``) or the library's defaults."""
     from kvcontract.config import load_config
     from kvcontract.sim.defaults import SIMULATION_DEFAULTS
 
@@ -28,6 +29,7 @@ def load_command_config(path: Path | None, *, simulation: bool = False) -> KVCon
 
 
 def run_config_validate(options: argparse.Namespace) -> int:
+    """``kvcontract config validate``: every error of the file with its field path, and with ``--machine`` whether this machine can run it."""
     from kvcontract.config import ConfigError, check_machine, load_config
 
     try:
@@ -43,6 +45,7 @@ def run_config_validate(options: argparse.Namespace) -> int:
 
 
 def run_config_schema(options: argparse.Namespace) -> int:
+    """``kvcontract config schema``: the JSON schema of the config."""
     from kvcontract.config import config_json_schema
 
     with writing():
@@ -51,6 +54,7 @@ def run_config_schema(options: argparse.Namespace) -> int:
 
 
 def run_config_show(options: argparse.Namespace) -> int:
+    """``kvcontract config show``: the config a command given the file runs with, defaults filled in."""
     print_config(load_command_config(options.file, simulation=options.file is None))
     return 0
 

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from kvcontract.arguments import USAGE_ERROR
 from kvcontract.cli.errors import UsageError
 from kvcontract.cli.parser import build_parser
 from kvcontract.cli.streams import discard_stdout, writing
-
-if TYPE_CHECKING:
-
-    pass
 
 __all__ = ["main"]
 

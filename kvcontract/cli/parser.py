@@ -33,6 +33,7 @@ _CONFIG_FILE = "a config file: YAML (.yaml, .yml), TOML (.toml) or JSON (.json)"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``kvcontract`` parser: every subcommand with its options, each bound to its handler."""
     parser = OneLineParser(
         prog="kvcontract", description="KV-cache offloading with checked contracts."
     )

@@ -5,20 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kvcontract.cli.config_command import load_command_config
 from kvcontract.cli.errors import UsageError
 from kvcontract.cli.streams import STDOUT, check_writable, writing, wrote
 
-if TYPE_CHECKING:
-
-    pass
-
 __all__ = ["run_plan"]
 
 
 def run_plan(options: argparse.Namespace) -> int:
+    """``kvcontract plan``: the capacity plan of a trace, printed, and as JSON and a plot when asked."""
     from kvcontract.plan.grid import GridError, parse_capacity_grid
     from kvcontract.plan.planner import plan_capacity, plan_steps
     from kvcontract.plan.report import (

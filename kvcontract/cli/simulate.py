@@ -23,6 +23,7 @@ __all__ = ["run_simulate"]
 
 
 def run_simulate(options: argparse.Namespace) -> int:
+    """``kvcontract simulate``: check the options and outputs, run, report; ``--engines`` hands over to the multi-engine run."""
     from kvcontract.sim.report import (
         print_report,
         require_plotting,

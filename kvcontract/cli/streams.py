@@ -8,13 +8,8 @@ import tempfile
 from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kvcontract.cli.errors import UsageError
-
-if TYPE_CHECKING:
-
-    pass
 
 __all__ = ["STDOUT", "check_writable", "discard_stdout", "writing", "wrote"]
 
