@@ -49,13 +49,15 @@ from rich.console import Console
 from rich.table import Table
 from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager as VLLMCPUOffloadingManager
 
-from kvcontract.contracts import LookupResult, OffloadingManager, OffloadKey, ReqContext
+from kvcontract.contracts import OffloadingManager, OffloadKey, ReqContext
 from kvcontract.enforce import configure
 from kvcontract.integrations.vllm import KVContractOffloadingManager
 from kvcontract.integrations.vllm.replay import key_chains, replay_as_scheduler
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.sim import ReplayReport, TraceRequest, read_trace, replay
+from kvcontract.sim.driver import SchedulerOrderServer
 from kvcontract.sim.driver import key_chains as contract_key_chains
+from kvcontract.sim.replay import timed_replay
 
 DEFAULT_TRACE = Path("/work/shared/traces/conversation_trace.jsonl")
 BLOCK_TOKENS = 16
@@ -109,39 +111,11 @@ def _segments(
 
 
 def replay_in_vllm_order(manager: OffloadingManager, chains: Sequence[Sequence[OffloadKey]]) -> ReplayReport:
-    """``manager`` called directly with the inner calls the adapter makes for vLLM's scheduler, in its order."""
+    """``manager`` called directly with the inner calls the adapter makes for vLLM's scheduler, in its order:
+    vLLM's order with the adapter's two ``touch`` calls (the prefix at ``prepare_load``, every key at ``prepare_store``)."""
     contexts = [ReqContext(str(number)) for number in range(len(chains))]
-    hit = LookupResult.HIT
-    lookup, touch = manager.lookup, manager.touch
-    prepare_load, complete_load = manager.prepare_load, manager.complete_load
-    prepare_store, complete_store = manager.prepare_store, manager.complete_store
-    finished = manager.on_request_finished
-    blocks = hit_blocks = failed = evictions = 0
-    start, cpu_start = time.perf_counter(), time.thread_time()
-    for keys, context in zip(chains, contexts):
-        found = 0
-        for key in keys:
-            if lookup(key, context) is not hit:
-                break
-            found += 1
-        prefix = keys[:found]
-        if found:
-            prepare_load(prefix, context)
-            touch(prefix, context)
-        output = prepare_store(keys[found:], context) if found < len(keys) else None
-        touch(keys, context)
-        if found:
-            complete_load(prefix, context)
-        if output is not None:
-            complete_store(output.keys_to_store, context)
-            evictions += len(output.evicted_keys)
-        elif found < len(keys):
-            failed += len(keys) - found
-        finished(context)
-        blocks += len(keys)
-        hit_blocks += found
-    seconds, cpu_seconds = time.perf_counter() - start, time.thread_time() - cpu_start
-    return ReplayReport(len(chains), blocks, hit_blocks, failed, evictions, seconds, cpu_seconds)
+    server = SchedulerOrderServer(manager, after_load=manager.touch, after_store=manager.touch)
+    return timed_replay(server.serve, chains, contexts)
 
 
 def total(reports: list[ReplayReport]) -> ReplayReport:

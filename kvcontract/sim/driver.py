@@ -1,17 +1,18 @@
-"""The one engine driver: the order in which an engine's scheduler calls a manager for a request.
+"""The one engine driver: the orders in which an engine's scheduler calls a manager for a request.
 
-kvcontract's order: look up the longest readable prefix one key at a time, load it
-(``prepare_load``, the engine's copy, ``complete_load``), offer the whole request to
-``prepare_store`` (the manager skips what it holds and protects it), ``touch`` the request's
-keys (first key most recent), complete the store, finish the request. Touching before
-``complete_store`` lets policies tell a block stored just now from one used again. vLLM's
-scheduler order is the other named order; it lives with the vLLM integration
-(:func:`kvcontract.integrations.vllm.replay.replay_as_scheduler`), since only vLLM's own
-managers and the adapter are driven that way.
+Two named orders. kvcontract's, :class:`RequestServer`: look up the longest readable prefix
+one key at a time, load it (``prepare_load``, the engine's copy, ``complete_load``), offer
+the whole request to ``prepare_store`` (the manager skips what it holds and protects it),
+``touch`` the request's keys (first key most recent), complete the store, finish the
+request. Touching before ``complete_store`` lets policies tell a block stored just now from
+one used again. vLLM's scheduler order, :class:`SchedulerOrderServer`: ``on_new_request``,
+the same lookups, ``prepare_load`` of the prefix, ``prepare_store`` of the rest,
+``complete_load``, ``complete_store``, ``on_request_finished`` and the step's end; vLLM's own
+managers and kvcontract's vLLM adapter are driven that way.
 
-The replay, the planner, the simulator, the what-if's shadows and the benchmarks serve
-requests through :class:`RequestServer`, so their figures measure the same thing; the
-simulator's copies and its deferred store completions go through a :class:`DataPath`.
+The replay, the planner, the simulator and the benchmarks serve requests through these two,
+so their figures measure the same thing; the simulator's copies and its deferred store
+completions go through a :class:`DataPath`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from kvcontract.contracts import LookupResult, OffloadKey
 from kvcontract.enforce import unchecked
 from kvcontract.sim.trace import block_key
 
-__all__ = ["DataPath", "RequestServer", "Served", "ServedManager", "StorePlan", "key_chains"]
+__all__ = ["DataPath", "RequestServer", "SchedulerOrderServer", "Served", "ServedManager", "StorePlan", "key_chains"]
 
 _K = TypeVar("_K")
 _C = TypeVar("_C")
@@ -234,3 +235,61 @@ class RequestServer(Generic[_K, _C]):
                     return count
         return found
 
+
+class SchedulerOrderServer(Generic[_K, _C]):
+    """Serves requests through one manager in vLLM's scheduler order (see the module's docstring).
+
+    ``hit`` is the manager's readable answer; ``begin`` and ``step_end`` are called before and
+    after each request (vLLM's ``on_new_request`` and ``on_schedule_end``: each request is one
+    scheduler step here). ``after_load`` and ``after_store`` are called after ``prepare_load``
+    (with the prefix) and after ``prepare_store`` (with the whole request), for a caller that
+    mirrors what an adapter adds there (its ``touch`` calls).
+    """
+
+    def __init__(
+        self,
+        manager: ServedManager[_K, _C],
+        *,
+        hit: object = LookupResult.HIT,
+        begin: Callable[[_C], object] | None = None,
+        step_end: Callable[[], object] | None = None,
+        after_load: Callable[[Sequence[_K], _C], object] | None = None,
+        after_store: Callable[[Sequence[_K], _C], object] | None = None,
+    ) -> None:
+        self._lookup, self._hit = manager.lookup, hit
+        self._prepare_load, self._complete_load = manager.prepare_load, manager.complete_load
+        self._prepare_store, self._complete_store = manager.prepare_store, manager.complete_store
+        self._finished = manager.on_request_finished
+        self._begin, self._step_end = begin, step_end
+        self._after_load, self._after_store = after_load, after_store
+
+    def serve(self, keys: Sequence[_K], context: _C) -> Served:
+        """Serve one request of ``keys`` (its prefix blocks, in order) under ``context``, as one step."""
+        if self._begin is not None:
+            self._begin(context)
+        lookup, hit = self._lookup, self._hit
+        found = 0
+        for key in keys:
+            if lookup(key, context) is not hit:
+                break
+            found += 1  # noqa: SIM113  # the hits before the first miss
+        prefix = keys[:found]
+        if found:
+            self._prepare_load(prefix, context)
+            if self._after_load is not None:
+                self._after_load(prefix, context)
+        output = self._prepare_store(keys[found:], context) if found < len(keys) else None
+        if self._after_store is not None:
+            self._after_store(keys, context)
+        if found:
+            self._complete_load(prefix, context)
+        failed = evicted = 0
+        if output is not None:
+            self._complete_store(output.keys_to_store, context)
+            evicted = len(output.evicted_keys)
+        elif found < len(keys):
+            failed = len(keys) - found
+        self._finished(context)
+        if self._step_end is not None:
+            self._step_end()
+        return Served(found, failed, evicted)

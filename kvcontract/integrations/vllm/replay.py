@@ -12,8 +12,8 @@ returns so the two compare directly.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
+from functools import partial
 from typing import cast
 
 from vllm.v1.kv_offload.base import LookupResult as VLLMLookupResult
@@ -22,8 +22,9 @@ from vllm.v1.kv_offload.base import OffloadKey as VLLMOffloadKey
 from vllm.v1.kv_offload.base import ReqContext as VLLMReqContext
 from vllm.v1.kv_offload.base import ScheduleEndContext
 
+from kvcontract.sim.driver import SchedulerOrderServer
 from kvcontract.sim.driver import key_chains as driver_key_chains
-from kvcontract.sim.replay import ReplayReport
+from kvcontract.sim.replay import ReplayReport, timed_replay
 
 __all__ = ["key_chains", "replay_as_scheduler", "request_contexts"]
 
@@ -58,40 +59,6 @@ def replay_as_scheduler(
     ``block_tokens``: see :func:`request_contexts`.
     """
     contexts = request_contexts(chains, block_tokens=block_tokens)
-    hit = VLLMLookupResult.HIT
-    step_end = ScheduleEndContext(new_req_ids=(), preempted_req_ids=())
-    # Bound once, as kvcontract.sim.replay binds the native manager's: the two loops cost the same.
-    new_request, lookup, finished, step_ended = (
-        manager.on_new_request,
-        manager.lookup,
-        manager.on_request_finished,
-        manager.on_schedule_end,
-    )
-    prepare_load, complete_load = manager.prepare_load, manager.complete_load
-    prepare_store, complete_store = manager.prepare_store, manager.complete_store
-    blocks = hit_blocks = failed = evictions = 0
-    start, cpu_start = time.perf_counter(), time.thread_time()
-    for keys, context in zip(chains, contexts):
-        new_request(context)
-        found = 0
-        for key in keys:
-            if lookup(key, context) is not hit:
-                break
-            found += 1
-        prefix = keys[:found]
-        if found:
-            prepare_load(prefix, context)
-        output = prepare_store(keys[found:], context) if found < len(keys) else None
-        if found:
-            complete_load(prefix, context)
-        if output is not None:
-            complete_store(output.keys_to_store, context)
-            evictions += len(output.evicted_keys)
-        elif found < len(keys):
-            failed += len(keys) - found
-        finished(context)
-        step_ended(step_end)
-        blocks += len(keys)
-        hit_blocks += found
-    seconds, cpu_seconds = time.perf_counter() - start, time.thread_time() - cpu_start
-    return ReplayReport(len(chains), blocks, hit_blocks, failed, evictions, seconds, cpu_seconds)
+    step_end = partial(manager.on_schedule_end, ScheduleEndContext(new_req_ids=(), preempted_req_ids=()))
+    server = SchedulerOrderServer(manager, hit=VLLMLookupResult.HIT, begin=manager.on_new_request, step_end=step_end)
+    return timed_replay(server.serve, chains, contexts)
