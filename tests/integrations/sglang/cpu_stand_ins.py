@@ -10,10 +10,11 @@
   ``radix_cache_stand_ins`` registers nothing (on the CPU the pool is already where every copy
   reads it).
 - the device<->host copy kernels of ``sgl_kernel``: SGLang binds them only on CUDA and ROCm.
-  ``radix_cache_stand_ins`` gives the two that ``--hicache-io-backend direct`` calls on the
-  ``page_first_direct`` layout (all layers device->host, one layer host->device) as torch
-  index copies with the kernels' arguments and meaning: token ``t`` of the host pool is row
-  ``t % page_size`` of page ``t // page_size``.
+  ``radix_cache_stand_ins`` gives the three that ``--hicache-io-backend direct`` calls (on
+  ``layer_first`` one copy of token rows both ways; on ``page_first_direct`` all layers
+  device->host and one layer host->device) as torch index copies with the kernels' arguments
+  and meaning; in ``page_first_direct`` token ``t`` of the host pool is row ``t % page_size``
+  of page ``t // page_size``.
 """
 
 from __future__ import annotations
@@ -87,6 +88,16 @@ def _register_nothing(buffer: torch.Tensor, registration_granularity_bytes: int 
     setattr(buffer, importlib.import_module("sglang.srt.mem_cache.pool_host.common")._CUDA_HOST_REGISTERED_RANGES_ATTR, [])
 
 
+def _token_rows(
+    src_layers: Sequence[torch.Tensor], dst_layers: Sequence[torch.Tensor],
+    src_indices: torch.Tensor, dst_indices: torch.Tensor, page_size: int,
+) -> None:
+    """``transfer_kv_direct``: token rows of each source layer into the same rows of its destination layer."""
+    del page_size
+    for src, dst in zip(src_layers, dst_layers, strict=True):
+        dst[dst_indices] = src[src_indices]
+
+
 def _all_layers_device_to_host(
     src_ptrs: Sequence[torch.Tensor], dst_ptrs: Sequence[torch.Tensor],
     src_indices: torch.Tensor, dst_indices: torch.Tensor, page_size: int,
@@ -111,11 +122,12 @@ def _one_layer_host_to_device(
 
 @contextlib.contextmanager
 def radix_cache_stand_ins() -> Generator[None, None, None]:
-    """Pinned memory and the two copy kernels above, for the whole ``UnifiedRadixCache`` on the CPU; SGLang's modules as they were on leaving."""
+    """Pinned memory and the three copy kernels above, for the whole ``UnifiedRadixCache`` on the CPU; SGLang's modules as they were on leaving."""
     common = importlib.import_module("sglang.srt.mem_cache.pool_host.common")
     mha = importlib.import_module("sglang.srt.mem_cache.pool_host.mha")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(common, "_cuda_host_register", _register_nothing)
+        patch.setattr(mha, "transfer_kv_direct", _token_rows, raising=False)
         patch.setattr(mha, "transfer_kv_all_layer_direct_lf_pf", _all_layers_device_to_host, raising=False)
         patch.setattr(mha, "transfer_kv_per_layer_direct_pf_lf", _one_layer_host_to_device, raising=False)
         yield

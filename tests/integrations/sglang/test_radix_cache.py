@@ -2,7 +2,8 @@
 
 Each cache is built as SGLang's scheduler builds it: the server args published
 (``--hicache-storage-backend dynamic`` with the extra config naming kvcontract, write-through,
-``page_first_direct`` host pages, the ``direct`` I/O backend), SGLang's device pool and
+the ``direct`` I/O backend, host pages ``page_first_direct``, which the backend serves in place,
+or ``layer_first``, which it copies), SGLang's device pool and
 allocator on CPU tensors, then the cache's own ``init_hicache``, which builds the host pool, the
 controller and the backend. Requests' pages go through SGLang's own paths: ``insert`` writes
 them through to host memory and on to storage under the page hashes SGLang computes, ``evict``
@@ -56,7 +57,7 @@ def one_rank() -> Iterator[None]:
 class _Engine:
     """One SGLang instance's cache: the ``UnifiedRadixCache``, its allocator and its device pool."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, layout: str) -> None:
         extra = {
             "backend_name": "kvcontract", "module_path": "kvcontract.integrations.sglang",
             "class_name": "KVContractHiCacheStorage", "interface_v1": 1, "prefetch_threshold": 1,
@@ -64,7 +65,7 @@ class _Engine:
         }
         args = _server_args.ServerArgs(
             model_path="dummy", page_size=PAGE, hicache_io_backend="direct", hicache_write_policy="write_through",
-            hicache_mem_layout="page_first_direct", hicache_storage_backend="dynamic",
+            hicache_mem_layout=layout, hicache_storage_backend="dynamic",
             hicache_storage_backend_extra_config=json.dumps(extra),
         )
         _server_args.set_global_server_args_for_scheduler(args)
@@ -102,7 +103,7 @@ class _Engine:
         return [self.device_page(value[start : start + PAGE]) for start in range(0, len(tokens), PAGE)]
 
     def device_page(self, indices: torch.Tensor) -> bytes:
-        """One page's KV on the device, laid out as a ``page_first_direct`` host page: K then V, each layers x tokens."""
+        """One page's KV on the device in the order of SGLang's host page view: K then V, each layers x tokens."""
         sides = [torch.stack([layer[indices] for layer in buffers]) for buffers in (self.device.k_buffer, self.device.v_buffer)]
         return bytes(torch.stack(sides).view(torch.uint8).numpy())
 
@@ -143,25 +144,26 @@ def _until(done: Callable[[], bool], cache: Any, what: str) -> None:
 
 
 @contextlib.contextmanager
-def _engine(root: Path) -> Generator[_Engine, None, None]:
+def _engine(root: Path, layout: str) -> Generator[_Engine, None, None]:
     """An engine on the file tier at ``root``, shut down (storage detached, the tier stopped) on leaving."""
-    engine = _Engine(root)
+    engine = _Engine(root, layout)
     try:
         yield engine
     finally:
         engine.cache.shutdown()
 
 
-def test_a_fresh_cache_prefetches_from_storage_what_another_wrote_through_and_evicted_byte_exact(tmp_path: Path) -> None:
+@pytest.mark.parametrize("layout", ["page_first_direct", "layer_first"])
+def test_a_fresh_cache_prefetches_from_storage_what_another_wrote_through_and_evicted_byte_exact(tmp_path: Path, layout: str) -> None:
     shared = list(range(1000, 1000 + SHARED_PAGES * PAGE))
     first = shared + list(range(2000, 2000 + OWN_PAGES * PAGE))
     second = shared + list(range(3000, 3000 + OWN_PAGES * PAGE))
-    with _engine(tmp_path) as writer:
-        assert isinstance(writer.cache.cache_controller.storage_backend, KVContractHiCacheStorage)
+    with _engine(tmp_path, layout) as writer:
+        backend = writer.cache.cache_controller.storage_backend
+        assert isinstance(backend, KVContractHiCacheStorage) and backend.zero_copy == (layout == "page_first_direct")
         writer.finish_request(first, seed=1)
         pages = writer.finish_request(second, seed=2)  # shares the first's prefix pages on the device
         writer.settle()
-        backend = writer.cache.cache_controller.storage_backend
         for tokens in (first, second):
             assert backend.batch_exists(_utils.get_storage_hash_str(tokens, None, page_size=PAGE)) == len(tokens) // PAGE
         total = len(shared) + 2 * OWN_PAGES * PAGE
@@ -170,16 +172,17 @@ def test_a_fresh_cache_prefetches_from_storage_what_another_wrote_through_and_ev
         for tokens in (first, second):
             dropped = writer.match(tokens)
             assert (dropped.device_prefix_len, dropped.host_hit_length) == (0, 0)
-    with _engine(tmp_path) as reader:
+    with _engine(tmp_path, layout) as reader:
         fill_random(reader.host, seed=7)
-        before = reader.host.kv_buffer.clone()
+        before = [reader.host_page(page * PAGE) for page in range(reader.host.page_num)]
         operation = reader.prefetch(second, "second")
         assert operation.completed_tokens == len(second)
         landed = [int(operation.host_indices[start]) for start in range(0, len(second), PAGE)]
         assert [reader.host_page(index) for index in landed] == pages
-        untouched = torch.ones(reader.host.page_num, dtype=torch.bool)
-        untouched[torch.tensor(landed) // PAGE] = False
-        assert torch.equal(before[:, untouched].view(torch.uint8), reader.host.kv_buffer[:, untouched].view(torch.uint8))
+        after = [reader.host_page(page * PAGE) for page in range(reader.host.page_num)]
+        assert [page for page, (old, new) in enumerate(zip(before, after, strict=True)) if old != new] == sorted(
+            index // PAGE for index in landed
+        )
         hit = reader.match(second)
         assert (hit.device_prefix_len, hit.host_hit_length) == (0, len(second))
         reader.load_back(hit.last_host_node)
