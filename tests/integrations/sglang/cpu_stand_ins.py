@@ -102,7 +102,7 @@ def _all_layers_device_to_host(
     src_ptrs: Sequence[torch.Tensor], dst_ptrs: Sequence[torch.Tensor],
     src_indices: torch.Tensor, dst_indices: torch.Tensor, page_size: int,
 ) -> None:
-    """``transfer_kv_all_layer_direct_lf_pf``: each layer's device rows (K layers, then V) into the page-first host buffers."""
+    """``transfer_kv_all_layer_direct_lf_pf``: each layer's device rows (K layers, then V; MLA: its one buffer's) into the page-first host buffers."""
     layers = len(src_ptrs) // len(dst_ptrs)
     pages, rows = dst_indices // page_size, dst_indices % page_size
     for side, dst in enumerate(dst_ptrs):
@@ -124,10 +124,11 @@ def _one_layer_host_to_device(
 def radix_cache_stand_ins() -> Generator[None, None, None]:
     """Pinned memory and the three copy kernels above, for the whole ``UnifiedRadixCache`` on the CPU; SGLang's modules as they were on leaving."""
     common = importlib.import_module("sglang.srt.mem_cache.pool_host.common")
-    mha = importlib.import_module("sglang.srt.mem_cache.pool_host.mha")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(common, "_cuda_host_register", _register_nothing)
-        patch.setattr(mha, "transfer_kv_direct", _token_rows, raising=False)
-        patch.setattr(mha, "transfer_kv_all_layer_direct_lf_pf", _all_layers_device_to_host, raising=False)
-        patch.setattr(mha, "transfer_kv_per_layer_direct_pf_lf", _one_layer_host_to_device, raising=False)
+        for pool in ("mha", "mla"):  # each host pool module binds the kernels itself
+            module = importlib.import_module(f"sglang.srt.mem_cache.pool_host.{pool}")
+            patch.setattr(module, "transfer_kv_direct", _token_rows, raising=False)
+            patch.setattr(module, "transfer_kv_all_layer_direct_lf_pf", _all_layers_device_to_host, raising=False)
+            patch.setattr(module, "transfer_kv_per_layer_direct_pf_lf", _one_layer_host_to_device, raising=False)
         yield

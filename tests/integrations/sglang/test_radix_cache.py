@@ -3,7 +3,7 @@
 Each cache is built as SGLang's scheduler builds it: the server args published
 (``--hicache-storage-backend dynamic`` with the extra config naming kvcontract, write-through,
 the ``direct`` I/O backend, host pages ``page_first_direct``, which the backend serves in place,
-or ``layer_first``, which it copies), SGLang's device pool and
+or ``layer_first``, which it copies; MHA and MLA), SGLang's device pool and
 allocator on CPU tensors, then the cache's own ``init_hicache``, which builds the host pool, the
 controller and the backend. Requests' pages go through SGLang's own paths: ``insert`` writes
 them through to host memory and on to storage under the page hashes SGLang computes, ``evict``
@@ -57,7 +57,7 @@ def one_rank() -> Iterator[None]:
 class _Engine:
     """One SGLang instance's cache: the ``UnifiedRadixCache``, its allocator and its device pool."""
 
-    def __init__(self, root: Path, layout: str) -> None:
+    def __init__(self, root: Path, layout: str, mla: bool) -> None:
         extra = {
             "backend_name": "kvcontract", "module_path": "kvcontract.integrations.sglang",
             "class_name": "KVContractHiCacheStorage", "interface_v1": 1, "prefetch_threshold": 1,
@@ -70,10 +70,18 @@ class _Engine:
         )
         _server_args.set_global_server_args_for_scheduler(args)
         requests = _memory.ReqToTokenPool(size=4, max_context_len=256, device="cpu", enable_memory_saver=False)
-        self.device = _memory.MHATokenToKVPool(
-            size=DEVICE_TOKENS, page_size=PAGE, dtype=torch.bfloat16, head_num=HEADS, head_dim=HEAD_DIM,
-            layer_num=LAYERS, device="cpu", enable_memory_saver=False,
-        )
+        if mla:
+            self.device = _memory.MLATokenToKVPool(
+                size=DEVICE_TOKENS, page_size=PAGE, dtype=torch.bfloat16, kv_lora_rank=16, qk_rope_head_dim=8,
+                layer_num=LAYERS, device="cpu", enable_memory_saver=False,
+            )
+            self.sides: tuple[list[torch.Tensor], ...] = (self.device.kv_buffer,)
+        else:
+            self.device = _memory.MHATokenToKVPool(
+                size=DEVICE_TOKENS, page_size=PAGE, dtype=torch.bfloat16, head_num=HEADS, head_dim=HEAD_DIM,
+                layer_num=LAYERS, device="cpu", enable_memory_saver=False,
+            )
+            self.sides = (self.device.k_buffer, self.device.v_buffer)
         self.allocator = _allocator.TokenToKVPoolAllocator(
             size=DEVICE_TOKENS, dtype=torch.bfloat16, device="cpu", kvcache=self.device, need_sort=False
         )
@@ -95,16 +103,16 @@ class _Engine:
         prefix = self.cache.path_device_indices(self.match(tokens).last_device_node)
         fresh = self.allocator.alloc(len(tokens) - len(prefix))
         generator = torch.Generator().manual_seed(seed)
-        for buffers in (self.device.k_buffer, self.device.v_buffer):
+        for buffers in self.sides:
             for layer in buffers:
-                layer[fresh] = torch.randn(len(fresh), HEADS, HEAD_DIM, generator=generator).to(layer.dtype)
+                layer[fresh] = torch.randn(len(fresh), *layer.shape[1:], generator=generator).to(layer.dtype)
         value = torch.cat([prefix.to(fresh.dtype), fresh])
         self.cache.insert(_base.InsertParams(key=_radix.RadixKey(array("q", tokens)), value=value))
         return [self.device_page(value[start : start + PAGE]) for start in range(0, len(tokens), PAGE)]
 
     def device_page(self, indices: torch.Tensor) -> bytes:
-        """One page's KV on the device in the order of SGLang's host page view: K then V, each layers x tokens."""
-        sides = [torch.stack([layer[indices] for layer in buffers]) for buffers in (self.device.k_buffer, self.device.v_buffer)]
+        """One page's KV on the device in the order of SGLang's host page view: K then V (MLA: its latent), each layers x tokens."""
+        sides = [torch.stack([layer[indices] for layer in buffers]) for buffers in self.sides]
         return bytes(torch.stack(sides).view(torch.uint8).numpy())
 
     def host_page(self, token_index: int) -> bytes:
@@ -144,23 +152,27 @@ def _until(done: Callable[[], bool], cache: Any, what: str) -> None:
 
 
 @contextlib.contextmanager
-def _engine(root: Path, layout: str) -> Generator[_Engine, None, None]:
+def _engine(root: Path, layout: str, mla: bool) -> Generator[_Engine, None, None]:
     """An engine on the file tier at ``root``, shut down (storage detached, the tier stopped) on leaving."""
-    engine = _Engine(root, layout)
+    engine = _Engine(root, layout, mla)
     try:
         yield engine
     finally:
         engine.cache.shutdown()
 
 
+@pytest.mark.parametrize("mla", [False, True], ids=["mha", "mla"])
 @pytest.mark.parametrize("layout", ["page_first_direct", "layer_first"])
-def test_a_fresh_cache_prefetches_from_storage_what_another_wrote_through_and_evicted_byte_exact(tmp_path: Path, layout: str) -> None:
+def test_a_fresh_cache_prefetches_from_storage_what_another_wrote_through_and_evicted_byte_exact(
+    tmp_path: Path, layout: str, mla: bool
+) -> None:
     shared = list(range(1000, 1000 + SHARED_PAGES * PAGE))
     first = shared + list(range(2000, 2000 + OWN_PAGES * PAGE))
     second = shared + list(range(3000, 3000 + OWN_PAGES * PAGE))
-    with _engine(tmp_path, layout) as writer:
+    with _engine(tmp_path, layout, mla) as writer:
         backend = writer.cache.cache_controller.storage_backend
         assert isinstance(backend, KVContractHiCacheStorage) and backend.zero_copy == (layout == "page_first_direct")
+        assert ("mla", str(mla)) in backend.identity.layout_details
         writer.finish_request(first, seed=1)
         pages = writer.finish_request(second, seed=2)  # shares the first's prefix pages on the device
         writer.settle()
@@ -172,7 +184,7 @@ def test_a_fresh_cache_prefetches_from_storage_what_another_wrote_through_and_ev
         for tokens in (first, second):
             dropped = writer.match(tokens)
             assert (dropped.device_prefix_len, dropped.host_hit_length) == (0, 0)
-    with _engine(tmp_path, layout) as reader:
+    with _engine(tmp_path, layout, mla) as reader:
         fill_random(reader.host, seed=7)
         before = [reader.host_page(page * PAGE) for page in range(reader.host.page_num)]
         operation = reader.prefetch(second, "second")
