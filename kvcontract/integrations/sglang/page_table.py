@@ -145,11 +145,18 @@ def page_table(pool: HostPool, page_num: int, staging_pages: int) -> PageTable:
         if table is not None:
             return table
     if pool.layout in SPLIT_LAYOUTS:
-        split = _split_pages(pool, page_num)
+        try:
+            split = _split_pages(pool, page_num)
+        except NotImplementedError as error:  # SGLang's own refusal: split buffers under decode context parallelism
+            raise ValueError(
+                f"kvcontract's HiCache backend: SGLang gives this {pool.layout!r} host pool no page metadata ({error}); "
+                "run SGLang without decode context parallelism to use a storage backend on this layout"
+            ) from error
         if split is None:
             raise ValueError(
-                f"kvcontract's HiCache backend: this {pool.layout!r} host pool's page metadata does not name one run of bytes "
-                "per page in each of its buffers; start SGLang with --hicache-mem-layout page_first_direct"
+                f"kvcontract's HiCache backend: SGLang's page metadata of this {pool.layout!r} host pool does not put each "
+                "region of a page in one run of bytes of one of the pool's buffers, so there is no page to copy; "
+                f"this backend serves the layout as SGLang 0.5.23 lays it out"
             )
         return PageTable(torch.zeros((staging_pages, split.page_bytes), dtype=torch.uint8), (0,), (0,), staged=True, split=split)
     if pool.layout in UNIFIED_LAYOUTS:
@@ -184,10 +191,7 @@ def _in_place(pool: HostPool, buffer: torch.Tensor, page_num: int) -> PageTable 
 
 def _split_pages(pool: HostPool, page_num: int) -> SplitPages | None:
     """A split pool's regions, if SGLang's metadata puts each page's region ``i`` at page ``p`` of one page-major buffer, one run per page."""
-    try:
-        pointers, sizes = pool.get_page_buffer_meta(torch.arange(2 * pool.page_size))
-    except NotImplementedError:  # SGLang refuses split buffers under decode context parallelism
-        return None
+    pointers, sizes = pool.get_page_buffer_meta(torch.arange(2 * pool.page_size))
     count = len(pointers) // 2
     buffers = [buffer for buffer in (getattr(pool, name, None) for name in _SPLIT_BUFFERS) if isinstance(buffer, torch.Tensor)]
     regions: list[torch.Tensor] = []

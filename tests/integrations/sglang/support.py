@@ -61,7 +61,7 @@ def mla_pool(layout: str) -> Any:
     )
 
 
-def mla_split_pool(*, indexer: bool = False) -> Any:
+def mla_split_pool(*, indexer: bool = False, dcp_size: int = 1) -> Any:
     """SGLang's MLA host pool in ``page_first_kv_split`` (Ascend's layout): built from split K and V buffers (and a DSA indexer's K on the last layer), as its NPU pool hands them."""
     lora, rope, index_width = 16, 8, 4
     k = torch.zeros(LAYERS, DEVICE_TOKENS, 1, lora, dtype=torch.bfloat16)
@@ -78,6 +78,7 @@ def mla_split_pool(*, indexer: bool = False) -> Any:
     return _mla.MLATokenToKVPoolHost(
         info, 2.0, 0, PAGE, "page_first_kv_split", pin_memory=False, device="cpu",
         device_capacity_tokens=DEVICE_TOKENS, start_layer=0, end_layer=LAYERS - 1, target_layer_num=LAYERS,
+        dcp_size=dcp_size, dcp_rank=0,
     )
 
 

@@ -285,6 +285,12 @@ def test_page_first_kv_split_with_and_without_an_indexer_never_share_pages(tmp_p
     assert indexed.batch_exists(keys) == 0
 
 
+def test_page_first_kv_split_without_sglangs_page_metadata_is_refused_in_one_line(tmp_path: Path) -> None:
+    pool = mla_split_pool(dcp_size=2)  # SGLang gives split buffers no page metadata under decode context parallelism
+    with pytest.raises(ValueError, match="no page metadata .* run SGLang without decode context parallelism"):
+        backend(pool, storage_config(tmp_path, layout="page_first_kv_split", mla=True))
+
+
 def test_sglangs_own_keys_pass(tmp_path: Path) -> None:
     store = backend(mha_pool("page_first"), storage_config(tmp_path, extra={"allocator": "default"}))
     assert store.batch_exists(keys_for("none", 1)) == 0
