@@ -6,9 +6,12 @@ kvcontract's tiers move whole rows of a ``(blocks, bytes)`` uint8 table. On ``pa
 pool's one buffer viewed as bytes is such a table without a copy too: SGLang's own zero-copy metadata
 (``get_page_buffer_meta``) puts each page in one region (MLA) or two (K at row ``p``, V at row
 ``page_num + p``) of equal size, and the tier reads and writes those rows in place, a key per
-region. Other layouts (``layer_first`` scatters a page over every layer) take the copying path:
-a page is gathered into a staging row of the backend's own with SGLang's ``get_data_page`` and
-scattered back with ``set_from_flat_data_page``, one key per page.
+region. Other layouts take the copying path, one key per page, through staging rows of the
+backend's own: ``layer_first`` (a page scattered over every layer) is gathered with SGLang's
+``get_data_page`` and scattered back with ``set_from_flat_data_page``; ``page_first_kv_split``
+(Ascend's MLA layout: K, V and the indexer's rows in separate page-major buffers of unequal row
+sizes, and no page copy in SGLang) is gathered from and scattered to the regions SGLang's own
+metadata names, each page of each buffer one run of bytes.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from typing import Protocol
 
 import torch
 
-__all__ = ["HostPool", "PageTable", "StagingRows", "page_table"]
+__all__ = ["HostPool", "PageTable", "SplitPages", "StagingRows", "page_table"]
 
 ZERO_COPY_LAYOUTS = frozenset({"page_first", "page_first_direct", "page_head", "page_unified"})
 UNIFIED_LAYOUTS = frozenset({"page_unified"})
 """Layouts whose buffer is page-major with a page's bytes in one run: page ``p`` is row ``p`` (SGLang gives them no page metadata)."""
-COPYING_LAYOUTS = frozenset({"layer_first"})
+SPLIT_LAYOUTS = frozenset({"page_first_kv_split"})
+"""Layouts whose page lies in several page-major buffers, as many regions as SGLang's metadata lists (K, V unless FP8 DSA packs it into K, indexer K and scales)."""
+COPYING_LAYOUTS = frozenset({"layer_first"}) | SPLIT_LAYOUTS
+_SPLIT_BUFFERS = ("k_buffer", "v_buffer", "index_k_buffer", "index_k_scale_buffer")
 
 
 class HostPool(Protocol):
@@ -46,17 +52,43 @@ class HostPool(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class SplitPages:
+    """A split layout's pages: one ``(pages, bytes)`` byte view per region of a page, in the order SGLang's metadata lists them."""
+
+    regions: tuple[torch.Tensor, ...]
+
+    @property
+    def page_bytes(self) -> int:
+        """Bytes of one page: its regions end to end."""
+        return sum(int(region.shape[1]) for region in self.regions)
+
+    def gather(self, page: int) -> torch.Tensor:
+        """Page ``page`` as flat bytes (a copy), its regions end to end."""
+        return torch.cat([region[page] for region in self.regions])
+
+    def scatter(self, page: int, data: torch.Tensor) -> None:
+        """Flat bytes ``data`` into page ``page``, the way :meth:`gather` reads it."""
+        start = 0
+        for region in self.regions:
+            width = int(region.shape[1])
+            region[page] = data[start : start + width]
+            start += width
+
+
+@dataclass(frozen=True, slots=True)
 class PageTable:
     """The rows a tier sees (``rows``) and, on the zero-copy path, which rows hold page ``p``: ``first[i] + p * step[i]``.
 
     ``staged`` tells the copying path: then ``rows`` are staging rows of one whole page each
-    and a page's row is lent per call (:class:`StagingRows`).
+    and a page's row is lent per call (:class:`StagingRows`); ``split`` is how a split layout's
+    page is gathered and scattered (``None``: through SGLang's own page view).
     """
 
     rows: torch.Tensor
     first: tuple[int, ...]
     step: tuple[int, ...]
     staged: bool
+    split: SplitPages | None = None
 
     @property
     def regions(self) -> int:
@@ -112,6 +144,21 @@ def page_table(pool: HostPool, page_num: int, staging_pages: int) -> PageTable:
         table = _in_place(pool, buffer, page_num)
         if table is not None:
             return table
+    if pool.layout in SPLIT_LAYOUTS:
+        try:
+            split = _split_pages(pool, page_num)
+        except NotImplementedError as error:  # SGLang's own refusal: split buffers under decode context parallelism
+            raise ValueError(
+                f"kvcontract's HiCache backend: SGLang gives this {pool.layout!r} host pool no page metadata ({error}); "
+                "run SGLang without decode context parallelism to use a storage backend on this layout"
+            ) from error
+        if split is None:
+            raise ValueError(
+                f"kvcontract's HiCache backend: SGLang's page metadata of this {pool.layout!r} host pool does not put each "
+                "region of a page in one run of bytes of one of the pool's buffers, so there is no page to copy; "
+                f"this backend serves the layout as SGLang 0.5.23 lays it out"
+            )
+        return PageTable(torch.zeros((staging_pages, split.page_bytes), dtype=torch.uint8), (0,), (0,), staged=True, split=split)
     if pool.layout in UNIFIED_LAYOUTS:
         raise ValueError(
             f"kvcontract's HiCache backend: this {pool.layout!r} host pool's buffer is not one page-major tensor, and SGLang "
@@ -140,3 +187,21 @@ def _in_place(pool: HostPool, buffer: torch.Tensor, page_num: int) -> PageTable 
     if any(not 0 <= row < rows.shape[0] for row in last):
         return None
     return PageTable(rows, first, step, staged=False)
+
+
+def _split_pages(pool: HostPool, page_num: int) -> SplitPages | None:
+    """A split pool's regions, if SGLang's metadata puts each page's region ``i`` at page ``p`` of one page-major buffer, one run per page."""
+    pointers, sizes = pool.get_page_buffer_meta(torch.arange(2 * pool.page_size))
+    count = len(pointers) // 2
+    buffers = [buffer for buffer in (getattr(pool, name, None) for name in _SPLIT_BUFFERS) if isinstance(buffer, torch.Tensor)]
+    regions: list[torch.Tensor] = []
+    for pointer, following, size in zip(pointers[:count], pointers[count:], sizes[:count]):
+        found = [
+            buffer for buffer in buffers
+            if buffer.data_ptr() == pointer and buffer.is_contiguous() and int(buffer.shape[0]) >= page_num
+            and buffer.numel() * buffer.element_size() == size * int(buffer.shape[0]) and following == pointer + size
+        ]
+        if not found:
+            return None
+        regions.append(found[0].view(torch.uint8).view(int(found[0].shape[0]), -1))
+    return SplitPages(tuple(regions)) if regions else None

@@ -312,16 +312,30 @@ class KVContractHiCacheStorage(HiCacheStorage):
     def _copy_in(self, table: PageTable, page: int, slot: list[int]) -> None:
         """Host page ``page`` into staging slot ``slot``, before a store's job starts."""
         if table.staged:
-            table.rows[slot[0]].copy_(self._pool.get_data_page(page * self._pool.page_size, flat=True).view(torch.uint8))
+            table.rows[slot[0]].copy_(self._page_bytes(table, page))
         else:
             table.rows[slot] = table.rows[table.page_rows(page)]
 
     def _copy_out(self, table: PageTable, slot: list[int], page: int) -> None:
         """Staging slot ``slot`` into host page ``page``, after a load's job succeeded within the call."""
         if table.staged:
-            self._pool.set_from_flat_data_page(page * self._pool.page_size, table.rows[slot[0]].view(self._pool.dtype))
+            self._set_page_bytes(table, page, table.rows[slot[0]])
         else:
             table.rows[table.page_rows(page)] = table.rows[slot]
+
+    def _page_bytes(self, table: PageTable, page: int) -> torch.Tensor:
+        """Host page ``page`` of a copying layout as flat bytes (a copy): the split regions, else SGLang's page view."""
+        if table.split is not None:
+            return table.split.gather(page)
+        flat: torch.Tensor = self._pool.get_data_page(page * self._pool.page_size, flat=True)
+        return flat.contiguous().view(torch.uint8)
+
+    def _set_page_bytes(self, table: PageTable, page: int, data: torch.Tensor) -> None:
+        """Flat bytes ``data`` into host page ``page`` of a copying layout, the way :meth:`_page_bytes` reads it."""
+        if table.split is not None:
+            table.split.scatter(page, data)
+        else:
+            self._pool.set_from_flat_data_page(page * self._pool.page_size, data.view(self._pool.dtype))
 
     def _note_copying_call(self, *, on_time: bool) -> None:
         """Count a zero-copy pool's copying-path call; after ``RECOVERY_CALLS`` on time in a row, none lost, go back to zero copy."""
@@ -415,12 +429,11 @@ class KVContractHiCacheStorage(HiCacheStorage):
             self._counts["failed_jobs"] += failed
 
     def _read_page(self, page: int) -> torch.Tensor:
-        """Host page ``page`` as flat bytes (a copy): its rows in place, else SGLang's page view (the copying layouts)."""
+        """Host page ``page`` as flat bytes (a copy): its rows in place, else the copying layout's page bytes."""
         table = self._table
         assert table is not None  # every caller runs after register_mem_pool_host
         if table.staged:
-            flat: torch.Tensor = self._pool.get_data_page(page * self._pool.page_size, flat=True)
-            return flat.contiguous().view(torch.uint8)
+            return self._page_bytes(table, page)
         return table.rows[table.page_rows(page)].reshape(-1)
 
     def _write_page(self, page: int, data: torch.Tensor) -> None:
@@ -428,7 +441,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
         table = self._table
         assert table is not None  # every caller runs after register_mem_pool_host
         if table.staged:
-            self._pool.set_from_flat_data_page(page * self._pool.page_size, data.view(self._pool.dtype))
+            self._set_page_bytes(table, page, data)
         else:
             table.rows[table.page_rows(page)] = data.view(table.regions, -1)
 

@@ -61,13 +61,15 @@ def mla_pool(layout: str) -> Any:
     )
 
 
-def mla_split_pool() -> Any:
-    """SGLang's MLA host pool in ``page_first_kv_split`` (Ascend's layout): built from split K and V buffers, as its NPU pool hands them."""
-    lora, rope = 16, 8
+def mla_split_pool(*, indexer: bool = False, dcp_size: int = 1) -> Any:
+    """SGLang's MLA host pool in ``page_first_kv_split`` (Ascend's layout): built from split K and V buffers (and a DSA indexer's K on the last layer), as its NPU pool hands them."""
+    lora, rope, index_width = 16, 8, 4
     k = torch.zeros(LAYERS, DEVICE_TOKENS, 1, lora, dtype=torch.bfloat16)
     v = torch.zeros(LAYERS, DEVICE_TOKENS, 1, rope, dtype=torch.bfloat16)
+    index_k = torch.zeros(1, DEVICE_TOKENS, 1, index_width, dtype=torch.bfloat16) if indexer else None
     split = _pools.MLASplitBuffers(
-        k=k, v=v, index_k=None, index_scales=None, index_layer_indices=(), k_width=lora, v_width=rope, index_width=0
+        k=k, v=v, index_k=index_k, index_scales=None, index_layer_indices=(LAYERS - 1,) if indexer else (),
+        k_width=lora, v_width=rope, index_width=index_width if indexer else 0,
     )
     info = _pools.MLABufferInfo(
         buffers=split, data_ptrs=None, layer_indices=tuple(range(LAYERS)), device_layer_num=LAYERS, page_size=PAGE,
@@ -76,7 +78,24 @@ def mla_split_pool() -> Any:
     return _mla.MLATokenToKVPoolHost(
         info, 2.0, 0, PAGE, "page_first_kv_split", pin_memory=False, device="cpu",
         device_capacity_tokens=DEVICE_TOKENS, start_layer=0, end_layer=LAYERS - 1, target_layer_num=LAYERS,
+        dcp_size=dcp_size, dcp_rank=0,
     )
+
+
+def split_page_bytes(pool: Any, token_index: int) -> bytes:
+    """The bytes of a ``page_first_kv_split`` page starting at token ``token_index``: its page of each buffer, K, V, then the indexer's."""
+    page = token_index // pool.page_size
+    buffers = [pool.k_buffer, pool.v_buffer] + ([pool.index_k_buffer] if pool.index_k_buffer is not None else [])
+    return b"".join(bytes(buffer[page].contiguous().view(torch.uint8).numpy()) for buffer in buffers)
+
+
+def fill_split_random(pool: Any, seed: int) -> None:
+    """Random bytes in every buffer of a ``page_first_kv_split`` pool."""
+    generator = torch.Generator().manual_seed(seed)
+    for buffer in (pool.k_buffer, pool.v_buffer, pool.index_k_buffer):
+        if buffer is not None:
+            flat = buffer.view(torch.uint8).view(-1)
+            flat.copy_(torch.randint(0, 256, (flat.numel(),), dtype=torch.uint8, generator=generator))
 
 
 def storage_config(

@@ -20,11 +20,13 @@ from tests.integrations.sglang.support import (
     PAGE,
     backend,
     fill_random,
+    fill_split_random,
     keys_for,
     mha_pool,
     mla_pool,
     mla_split_pool,
     page_bytes,
+    split_page_bytes,
     storage_config,
 )
 
@@ -252,12 +254,40 @@ def test_page_unified_pages_round_trip_in_place_and_write_only_their_pages(tmp_p
     assert got is not None and torch.equal(got.view(torch.uint8), value.view(torch.uint8))
 
 
-def test_page_first_kv_split_is_refused_in_one_line(tmp_path: Path) -> None:
-    pool = mla_split_pool()
-    assert pool.k_buffer.data_ptr() != pool.v_buffer.data_ptr()  # K and V in two buffers: no one table of pages
+@pytest.mark.parametrize("indexer", [False, True])
+def test_page_first_kv_split_round_trips_byte_exact_through_the_backends_own_copies(tmp_path: Path, indexer: bool) -> None:
+    pool = mla_split_pool(indexer=indexer)
     with pytest.raises(ValueError, match="Unsupported layout"):
-        pool.get_data_page(0)  # and SGLang gives the layout no page copy to stage it with
-    with pytest.raises(ValueError, match="'page_first_kv_split' host layout has no page view for storage; start SGLang with --hicache-mem-layout"):
+        pool.get_data_page(0)  # SGLang gives the layout no page copy: the backend gathers the regions its metadata names
+    store = backend(pool, storage_config(tmp_path, layout="page_first_kv_split", mla=True))
+    assert not store.zero_copy
+    indices = pool.alloc(3 * PAGE)
+    fill_split_random(pool, seed=3)
+    keys = keys_for("split", 3)
+    expected = [split_page_bytes(pool, int(indices[i * PAGE])) for i in range(3)]
+    assert store.batch_set_v1(keys, indices) == [True] * 3
+    fill_split_random(pool, seed=4)
+    others = [split_page_bytes(pool, page * PAGE) for page in range(pool.page_num)]
+    reader = backend(mla_split_pool(indexer=indexer), storage_config(tmp_path, layout="page_first_kv_split", mla=True))
+    assert reader.batch_exists(keys) == 3  # a second instance on the tier finds them at once
+    assert store.batch_get_v1(keys, indices) == [True] * 3
+    landed = {int(indices[i * PAGE]) // PAGE: page for i, page in enumerate(expected)}
+    assert [split_page_bytes(pool, page * PAGE) for page in range(pool.page_num)] == [
+        landed.get(page, other) for page, other in enumerate(others)
+    ]  # the given pages byte-exact, every other page untouched
+
+
+def test_page_first_kv_split_with_and_without_an_indexer_never_share_pages(tmp_path: Path) -> None:
+    plain = backend(mla_split_pool(), storage_config(tmp_path, layout="page_first_kv_split", mla=True))
+    keys = keys_for("split", 2)
+    assert plain.batch_set_v1(keys, plain.mem_pool_host.alloc(2 * PAGE)) == [True, True]
+    indexed = backend(mla_split_pool(indexer=True), storage_config(tmp_path, layout="page_first_kv_split", mla=True))
+    assert indexed.batch_exists(keys) == 0
+
+
+def test_page_first_kv_split_without_sglangs_page_metadata_is_refused_in_one_line(tmp_path: Path) -> None:
+    pool = mla_split_pool(dcp_size=2)  # SGLang gives split buffers no page metadata under decode context parallelism
+    with pytest.raises(ValueError, match="no page metadata .* run SGLang without decode context parallelism"):
         backend(pool, storage_config(tmp_path, layout="page_first_kv_split", mla=True))
 
 
