@@ -19,14 +19,12 @@ verified byte for byte.
 from __future__ import annotations
 
 import argparse
-import importlib
 import itertools
 import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
 
 import torch
 from rich.console import Console
@@ -39,7 +37,7 @@ from kvcontract.sim.trace import read_trace
 from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier
 from kvcontract.tiers.store_value import header_size
-from tests.tiers.mooncake.support import MooncakeStore
+from tests.tiers.mooncake.support import MooncakeStore, RawStore
 
 BLOCK_SIZES = (64 << 10, 512 << 10, 2 << 20)
 JOB_BLOCKS = (16, 64)
@@ -47,31 +45,6 @@ TRACE = Path("/work/shared/traces/conversation_trace.jsonl")
 _POLL_SECONDS = 0.0001
 _KEY_BYTES = 20
 """Bytes of the benchmark's keys: a 16-byte hash and the group index."""
-
-
-class RawClient(Protocol):
-    """The raw client calls the benchmark times."""
-
-    def setup(
-        self,
-        local_hostname: str,
-        metadata_server: str,
-        global_segment_size: int,
-        local_buffer_size: int,
-        protocol: str,
-        rdma_devices: str,
-        master_server_addr: str,
-    ) -> int: ...
-
-    def register_buffer(self, buffer_ptr: int, size: int) -> int: ...
-
-    def batch_put_from(self, keys: list[str], buffer_ptrs: list[int], sizes: list[int]) -> list[int]: ...
-
-    def batch_get_into(self, keys: list[str], buffer_ptrs: list[int], sizes: list[int]) -> list[int]: ...
-
-    def remove_all(self, force: bool = False) -> int: ...
-
-    def close(self) -> int: ...
 
 
 def _wait(tier: SecondaryTier, job_ids: Sequence[int]) -> None:
@@ -91,14 +64,6 @@ def _timed(run: Callable[[], None]) -> float:
     return time.perf_counter() - started
 
 
-def _raw_client(store: MooncakeStore) -> RawClient:
-    raw: RawClient = importlib.import_module("mooncake.store").MooncakeDistributedStore()
-    code = raw.setup("127.0.0.1", store.metadata_server, 0, 16 << 20, "tcp", "", store.master)
-    if code != 0:
-        raise RuntimeError(f"the raw client's setup failed: {code}")
-    return raw
-
-
 def throughput(rounds: int, min_bytes: int, io_threads: int, console: Console) -> None:
     """Median tier/raw ratios of store and load throughput for every block size and job size."""
     table = Table(title=f"Mooncake tier against the raw client ({rounds} interleaved rounds, median)")
@@ -106,7 +71,7 @@ def throughput(rounds: int, min_bytes: int, io_threads: int, console: Console) -
         table.add_column(column, justify="right")
     with tempfile.TemporaryDirectory() as workdir:
         store = MooncakeStore(Path(workdir), segment_bytes=4 * min_bytes + (256 << 20), lease_ms=10_000)
-        raw = _raw_client(store)
+        raw = store.raw()
         try:
             for block_bytes, job_blocks in itertools.product(BLOCK_SIZES, JOB_BLOCKS):
                 row = _measure(store, raw, block_bytes, job_blocks, rounds, min_bytes, io_threads)
@@ -120,7 +85,7 @@ def throughput(rounds: int, min_bytes: int, io_threads: int, console: Console) -
 
 def _measure(
     store: MooncakeStore,
-    raw: RawClient,
+    raw: RawStore,
     block_bytes: int,
     job_blocks: int,
     rounds: int,
@@ -231,7 +196,7 @@ def hits(trace: Path, engines: int, requests: int | None, console: Console) -> N
             report = run_engines(config, served, engines)
         finally:
             store.close()
-    print_engines_report(report, console)
+    print_engines_report(report, console=console)
     console.print(f"hit ratio over all requests: {report.hit_ratio:.4f} in {report.seconds:.0f} s")
 
 

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 __all__ = [
     "MISSING_EXTRA",
+    "MasterFaultError",
     "MooncakeConnection",
     "MooncakeStore",
     "MooncakeUnavailableError",
@@ -103,6 +104,14 @@ class MooncakeStore(Protocol):
 
 class MooncakeUnavailableError(ConnectionError):
     """The Mooncake master or metadata server a tier was configured with cannot be reached; the message is one line."""
+
+
+class MasterFaultError(ConnectionError):
+    """A call the master did not answer, by the client's result code (one of :data:`MASTER_FAULTS`)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(describe_code(code))
+        self.code: int = code
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,6 @@ test lend none and what they stored outlives them, as with a store that engines 
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
 import shutil
@@ -17,8 +16,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Protocol, runtime_checkable
 
+from kvcontract.tiers import mooncake_client
 from tests.tiers.redis.support import HOST, free_port
 
 SEGMENT_BYTES = 64 << 20
@@ -54,19 +54,9 @@ def master_path() -> str | None:
     return str(beside) if beside.exists() else shutil.which("mooncake_master")
 
 
-class RawStore(Protocol):
-    """What the tests call on a plain client of the store, for checks and fault injection."""
-
-    def setup(
-        self,
-        local_hostname: str,
-        metadata_server: str,
-        global_segment_size: int,
-        local_buffer_size: int,
-        protocol: str,
-        rdma_devices: str,
-        master_server_addr: str,
-    ) -> int: ...
+@runtime_checkable
+class RawStore(mooncake_client.MooncakeStore, Protocol):
+    """What the tests and the benchmark call on a plain client of the store, beside what the tier calls."""
 
     def upsert(self, key: str, value: bytes) -> int: ...
 
@@ -76,7 +66,11 @@ class RawStore(Protocol):
 
     def is_exist(self, key: str) -> int: ...
 
-    def close(self) -> int: ...
+    def batch_put_from(self, keys: list[str], buffer_ptrs: list[int], sizes: list[int]) -> list[int]: ...
+
+    def batch_get_into(self, keys: list[str], buffer_ptrs: list[int], sizes: list[int]) -> list[int]: ...
+
+    def remove_all(self, force: bool = False) -> int: ...
 
 
 class MooncakeStore:
@@ -132,10 +126,19 @@ class MooncakeStore:
         }
 
     def raw(self) -> RawStore:
-        """A plain client of the store that lends it nothing."""
-        raw: RawStore = importlib.import_module("mooncake.store").MooncakeDistributedStore()
-        code = raw.setup(HOST, self.metadata_server, 0, 16 << 20, "tcp", "", self.master)
-        assert code == 0, f"a raw client's setup failed: {code}"
+        """A plain client of the store that lends it nothing, set up by the tier's own :func:`~kvcontract.tiers.mooncake_client.connect`."""
+        raw = mooncake_client.connect(
+            master=self.master,
+            metadata_server=self.metadata_server,
+            protocol="tcp",
+            devices="",
+            local_hostname=HOST,
+            global_segment_size=0,
+            local_buffer_size=16 << 20,
+            replicas=1,
+            timeout=_START_LIMIT_S,
+        ).store
+        assert isinstance(raw, RawStore), f"{type(raw).__name__} lacks a call of RawStore"
         return raw
 
     def start(self) -> None:
