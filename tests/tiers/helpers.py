@@ -15,7 +15,6 @@ from typing_extensions import override
 
 from kvcontract import BlockIdentity, LookupResult, OffloadKey, SecondaryTier, TierJob, TransferResult
 from kvcontract.testing import example_identity
-from kvcontract.tiers import FileTier
 from kvcontract.tiers.remote_tier import RemoteTier
 from kvcontract.tiers.store_value import encode_value
 from tests.tiers.conftest import drain, key, pattern, settle
@@ -28,7 +27,7 @@ def fill(host: torch.Tensor, host_ids: Sequence[int], seeds: Sequence[int]) -> N
 
 
 def store(
-    tier: FileTier, job_ids: Iterator[int], keys: Sequence[OffloadKey], host_ids: Sequence[int]
+    tier: SecondaryTier, job_ids: Iterator[int], keys: Sequence[OffloadKey], host_ids: Sequence[int]
 ) -> TransferResult:
     """Store ``keys`` from ``host_ids`` and wait for the result; the submit must be accepted."""
     job_id = next(job_ids)
@@ -37,7 +36,7 @@ def store(
 
 
 def load(
-    tier: FileTier, job_ids: Iterator[int], keys: Sequence[OffloadKey], host_ids: Sequence[int]
+    tier: SecondaryTier, job_ids: Iterator[int], keys: Sequence[OffloadKey], host_ids: Sequence[int]
 ) -> TransferResult:
     """Load ``keys`` into ``host_ids`` and wait for the result; the submit must be accepted."""
     job_id = next(job_ids)
