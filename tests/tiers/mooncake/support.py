@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Protocol, runtime_checkable
 
 from kvcontract.tiers import mooncake_client
+from tests.required_parts import skip_unless_required
 from tests.tiers.redis.support import HOST, free_port
 
 SEGMENT_BYTES = 64 << 20
@@ -46,6 +47,14 @@ def missing_reason() -> str | None:
     if master_path() is None:
         return "mooncake_master is not on PATH (it comes with the mooncake-transfer-engine-non-cuda package)"
     return None
+
+
+def store_or_skip(directory: Path) -> MooncakeStore:
+    """A store (master, metadata server, segment) working in ``directory``, or a skip (a failure under ``KVCONTRACT_REQUIRE=mooncake``) without Mooncake."""
+    reason = missing_reason()
+    if reason is not None:
+        skip_unless_required("mooncake", reason)
+    return MooncakeStore(directory)
 
 
 def master_path() -> str | None:
@@ -123,6 +132,17 @@ class MooncakeStore:
             "metadata_server": self.metadata_server,
             "global_segment_size": 0,
             "local_buffer_size": 16 << 20,
+        }
+
+    def simulation_config(self, namespace: str) -> dict[str, object]:
+        """A tiering config of the `tiny` layout with a small host memory over one Mooncake tier on this store."""
+        return {
+            "kv_layout": {"preset": "tiny", "block_tokens": 16, "offload_block_tokens": 16},
+            "manager": {
+                "kind": "tiering",
+                "primary": {"kind": "cpu", "capacity": 64, "policy": {"kind": "lru"}},
+                "secondary": [{**self.tier_config(), "namespace": namespace, "lookup_timeout": 5.0}],
+            },
         }
 
     def raw(self) -> RawStore:
