@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule, run_state_machine_as_test
 from typing_extensions import override
 
-from kvcontract.tiers import MooncakeTier
+from kvcontract.tiers import MooncakeTier, mooncake_tier
 from kvcontract.tiers.remote_tier import RemoteTier
 from tests.profiles import stateful_settings
 from tests.tiers.conftest import key
@@ -84,7 +84,11 @@ def machine_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mooncake
     store.close()
 
 
-def test_loads_are_exact_whatever_the_store_does(machine_store: MooncakeStore) -> None:
+@pytest.mark.parametrize("zero_copy_from", [mooncake_tier.ZERO_COPY_FROM, 0], ids=["copied", "zero-copy"])
+def test_loads_are_exact_whatever_the_store_does(
+    machine_store: MooncakeStore, monkeypatch: pytest.MonkeyPatch, zero_copy_from: int
+) -> None:
+    monkeypatch.setattr(mooncake_tier, "ZERO_COPY_FROM", zero_copy_from)
     MooncakeTierMachine.store = machine_store
     MooncakeTierMachine.raw = machine_store.raw()
     try:
