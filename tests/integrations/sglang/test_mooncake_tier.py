@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kvcontract.tiers import MooncakeTier
-from tests.integrations.sglang.support import PAGE, backend, fill_random, keys_for, mha_pool, page_bytes, storage_config
+from tests.integrations.sglang.support import pages_reach_a_new_instance
 from tests.tiers.mooncake.support import MooncakeStore, store_or_skip
 
 
@@ -30,22 +30,4 @@ def test_pages_stored_in_mooncake_reach_a_new_instance_byte_exact(
     mooncake_store: MooncakeStore, tmp_path: Path, layout: str
 ) -> None:
     tier: dict[str, object] = {**mooncake_store.tier_config(), "namespace": f"sglang-{layout}", "io_threads": 2}
-    pool = mha_pool(layout)
-    store = backend(pool, storage_config(tmp_path, layout=layout, tier=tier))
-    assert isinstance(store.tier, MooncakeTier)
-    indices = pool.alloc(3 * PAGE)
-    fill_random(pool, seed=23)
-    keys = keys_for(f"mooncake-{layout}", 3)
-    expected = [page_bytes(pool, int(indices[i * PAGE])) for i in range(3)]
-    assert store.batch_set_v1(keys, indices) == [True] * 3
-    store.close()
-    again_pool = mha_pool(layout)
-    again = backend(again_pool, storage_config(tmp_path, layout=layout, tier=tier))
-    targets = again_pool.alloc(3 * PAGE)
-    assert again.batch_exists(keys) == 3
-    assert again.batch_get_v1(keys, targets) == [True] * 3
-    assert [page_bytes(again_pool, int(targets[i * PAGE])) for i in range(3)] == expected
-    stranger = backend(mha_pool(layout), storage_config(tmp_path, layout=layout, tier=tier, model="org/other"))
-    assert stranger.batch_exists(keys) == 0
-    again.close()
-    stranger.close()
+    pages_reach_a_new_instance(tmp_path, layout, tier, MooncakeTier)
