@@ -73,9 +73,11 @@ client's one, a copy through the slot at 0.87-0.93; at 512 KiB and 2 MiB two buf
 up with the raw client).
 """
 _HEADER_SLOT_BYTES = 1 << 17
-"""One I/O thread's registered slot when the blocks go zero copy: the headers of one batch, and always one key's (at most 65,575 bytes)."""
-_COPY_SLOT_BYTES = 4 << 20
-"""One I/O thread's registered slot when the blocks are copied: whole values of one batch, and always one (header and block under 256 KiB)."""
+"""One I/O thread's registered slot when the blocks go zero copy: the headers of one batch, and always one key's."""
+_COPY_SLOT_VALUES = 64
+"""Values of 20-byte keys one I/O thread's slot holds when the blocks are copied, so a job of 64 blocks is one call of the client."""
+_MAX_HEADER_BYTES = 65_575
+"""The header of the longest key a value can carry: a slot always holds one value whatever its key."""
 _GONE = frozenset({OBJECT_NOT_FOUND, SEGMENT_NOT_FOUND})
 """Get results that mean the value is no longer in the store: evicted or removed."""
 
@@ -123,7 +125,8 @@ class MooncakeTier(RemoteTier):
     ) -> None:
         self._row_stride = int(host_blocks.stride(0))
         self._zero_copy = int(host_blocks.shape[1]) >= ZERO_COPY_FROM
-        self._slot_bytes = _HEADER_SLOT_BYTES if self._zero_copy else _COPY_SLOT_BYTES
+        value_bytes = header_size(OffloadKey(bytes(20))) + int(host_blocks.shape[1])
+        self._slot_bytes = _HEADER_SLOT_BYTES if self._zero_copy else _COPY_SLOT_VALUES * value_bytes + _MAX_HEADER_BYTES
         self._slots = torch.zeros((io_threads, self._slot_bytes), dtype=torch.uint8)
         self._slot_rows = self._slots.numpy()
         self._free_slots: queue.SimpleQueue[int] = queue.SimpleQueue()
