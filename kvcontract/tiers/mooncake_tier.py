@@ -39,6 +39,7 @@ from typing_extensions import override
 
 from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
+from kvcontract.tiers.host_blocks import check_host_blocks
 from kvcontract.tiers.mooncake_client import (
     MASTER_FAULTS,
     NO_SPACE,
@@ -123,6 +124,7 @@ class MooncakeTier(RemoteTier):
         retry_interval: float = 1.0,
         start_degraded: bool = False,
     ) -> None:
+        check_host_blocks(host_blocks, "MooncakeTier")  # before its rows size the slots (the base checks it too)
         self._row_stride = int(host_blocks.stride(0))
         self._zero_copy = int(host_blocks.shape[1]) >= ZERO_COPY_FROM
         value_bytes = header_size(OffloadKey(bytes(20))) + int(host_blocks.shape[1])
