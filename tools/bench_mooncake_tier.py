@@ -2,11 +2,13 @@
 
 ``python tools/bench_mooncake_tier.py throughput`` starts a fresh Mooncake Store (master,
 metadata server and a segment process, on free loopback ports) and, for 64 KiB, 512 KiB and
-2 MiB blocks in jobs of 16 and 64 blocks, times (wall clock: the bytes cross a socket to the
-segment process) the tier's store and load jobs against the raw client's ``batch_put_from``
+2 MiB blocks in jobs of 16 and 64 blocks (``--block-kib`` picks sizes), times the tier's store
+and load jobs (wall clock, since the bytes cross a socket to the segment process, and the
+process's CPU time, which holds the tier's I/O threads and the client's own threads) against the raw client's ``batch_put_from``
 and ``batch_get_into`` of the same bytes, one batch per job, from a buffer registered the
 same way, in the same process. Tier and raw alternate round by round (which goes first
-alternates too); the table gives the median of the per-round ratios. Each timed run moves
+alternates too); the table gives the median of the per-round ratios, and a line per cell
+gives every round's. Each timed run moves
 at least ``--min-bytes``; the store is emptied between rounds.
 
 ``python tools/bench_mooncake_tier.py hits`` deals the trace's requests round-robin to two
@@ -19,14 +21,12 @@ verified byte for byte.
 from __future__ import annotations
 
 import argparse
-import importlib
 import itertools
 import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
 
 import torch
 from rich.console import Console
@@ -39,39 +39,14 @@ from kvcontract.sim.trace import read_trace
 from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier
 from kvcontract.tiers.store_value import header_size
-from tests.tiers.mooncake.support import MooncakeStore
+from tests.tiers.mooncake.support import MooncakeStore, RawStore
 
 BLOCK_SIZES = (64 << 10, 512 << 10, 2 << 20)
 JOB_BLOCKS = (16, 64)
 TRACE = Path("/work/shared/traces/conversation_trace.jsonl")
-_POLL_SECONDS = 0.0001
+_POLL_SECONDS = 0.001
 _KEY_BYTES = 20
 """Bytes of the benchmark's keys: a 16-byte hash and the group index."""
-
-
-class RawClient(Protocol):
-    """The raw client calls the benchmark times."""
-
-    def setup(
-        self,
-        local_hostname: str,
-        metadata_server: str,
-        global_segment_size: int,
-        local_buffer_size: int,
-        protocol: str,
-        rdma_devices: str,
-        master_server_addr: str,
-    ) -> int: ...
-
-    def register_buffer(self, buffer_ptr: int, size: int) -> int: ...
-
-    def batch_put_from(self, keys: list[str], buffer_ptrs: list[int], sizes: list[int]) -> list[int]: ...
-
-    def batch_get_into(self, keys: list[str], buffer_ptrs: list[int], sizes: list[int]) -> list[int]: ...
-
-    def remove_all(self, force: bool = False) -> int: ...
-
-    def close(self) -> int: ...
 
 
 def _wait(tier: SecondaryTier, job_ids: Sequence[int]) -> None:
@@ -85,30 +60,23 @@ def _wait(tier: SecondaryTier, job_ids: Sequence[int]) -> None:
             time.sleep(_POLL_SECONDS)
 
 
-def _timed(run: Callable[[], None]) -> float:
-    started = time.perf_counter()
+def _timed(run: Callable[[], None]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds of this process (the tier's I/O threads and the client's threads included) of ``run``."""
+    started, cpu = time.perf_counter(), time.process_time()
     run()
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.process_time() - cpu
 
 
-def _raw_client(store: MooncakeStore) -> RawClient:
-    raw: RawClient = importlib.import_module("mooncake.store").MooncakeDistributedStore()
-    code = raw.setup("127.0.0.1", store.metadata_server, 0, 16 << 20, "tcp", "", store.master)
-    if code != 0:
-        raise RuntimeError(f"the raw client's setup failed: {code}")
-    return raw
-
-
-def throughput(rounds: int, min_bytes: int, io_threads: int, console: Console) -> None:
-    """Median tier/raw ratios of store and load throughput for every block size and job size."""
+def throughput(rounds: int, min_bytes: int, io_threads: int, block_sizes: Sequence[int], console: Console) -> None:
+    """Median tier/raw ratios of store and load throughput (wall clock and process CPU) for every block size and job size."""
     table = Table(title=f"Mooncake tier against the raw client ({rounds} interleaved rounds, median)")
-    for column in ("block", "job", "store GB/s tier", "raw", "ratio", "load GB/s tier", "raw", "ratio"):
+    for column in ("block", "job", "store GB/s tier", "raw", "ratio", "CPU ratio", "load GB/s tier", "raw", "ratio", "CPU ratio"):
         table.add_column(column, justify="right")
     with tempfile.TemporaryDirectory() as workdir:
         store = MooncakeStore(Path(workdir), segment_bytes=4 * min_bytes + (256 << 20), lease_ms=10_000)
-        raw = _raw_client(store)
+        raw = store.raw()
         try:
-            for block_bytes, job_blocks in itertools.product(BLOCK_SIZES, JOB_BLOCKS):
+            for block_bytes, job_blocks in itertools.product(block_sizes, JOB_BLOCKS):
                 row = _measure(store, raw, block_bytes, job_blocks, rounds, min_bytes, io_threads)
                 table.add_row(f"{block_bytes >> 10} KiB", str(job_blocks), *row)
                 console.print(f"measured {block_bytes >> 10} KiB blocks in jobs of {job_blocks}")
@@ -120,7 +88,7 @@ def throughput(rounds: int, min_bytes: int, io_threads: int, console: Console) -
 
 def _measure(
     store: MooncakeStore,
-    raw: RawClient,
+    raw: RawStore,
     block_bytes: int,
     job_blocks: int,
     rounds: int,
@@ -145,7 +113,7 @@ def _measure(
         timeout=30.0,
     )
     job_ids = itertools.count(1)
-    ratios: dict[str, list[float]] = {"store": [], "load": []}
+    ratios: dict[str, list[float]] = {"store": [], "load": [], "store cpu": [], "load cpu": []}
     rates: dict[str, list[float]] = {"store tier": [], "store raw": [], "load tier": [], "load raw": []}
     total = jobs * job_blocks * block_bytes
     try:
@@ -179,9 +147,15 @@ def _measure(
             first, second = ((tier_load, raw_load), (raw_load, tier_load))[round_ % 2]
             seconds.update({fn: _timed(fn) for fn in (first, second)})
             for what, tier_fn, raw_fn in (("store", tier_store, raw_store), ("load", tier_load, raw_load)):
-                ratios[what].append(seconds[raw_fn] / seconds[tier_fn])
-                rates[f"{what} tier"].append(total / seconds[tier_fn] / 1e9)
-                rates[f"{what} raw"].append(total / seconds[raw_fn] / 1e9)
+                (tier_wall, tier_cpu), (raw_wall, raw_cpu) = seconds[tier_fn], seconds[raw_fn]
+                ratios[what].append(raw_wall / tier_wall)
+                ratios[f"{what} cpu"].append(raw_cpu / tier_cpu)
+                rates[f"{what} tier"].append(total / tier_wall / 1e9)
+                rates[f"{what} raw"].append(total / raw_wall / 1e9)
+        print(
+            f"{block_bytes >> 10} KiB x {job_blocks}: per-round ratios "
+            + "; ".join(f"{what} " + " ".join(f"{ratio:.2f}" for ratio in values) for what, values in ratios.items())
+        )
         if not (torch.equal(host, expected) and torch.equal(raw_host, expected)):
             raise RuntimeError("the loads did not give back the bytes stored")
     finally:
@@ -191,9 +165,11 @@ def _measure(
         f"{median(rates['store tier']):.2f}",
         f"{median(rates['store raw']):.2f}",
         f"{median(ratios['store']):.2f}",
+        f"{median(ratios['store cpu']):.2f}",
         f"{median(rates['load tier']):.2f}",
         f"{median(rates['load raw']):.2f}",
         f"{median(ratios['load']):.2f}",
+        f"{median(ratios['load cpu']):.2f}",
     ]
 
 
@@ -231,7 +207,7 @@ def hits(trace: Path, engines: int, requests: int | None, console: Console) -> N
             report = run_engines(config, served, engines)
         finally:
             store.close()
-    print_engines_report(report, console)
+    print_engines_report(report, console=console)
     console.print(f"hit ratio over all requests: {report.hit_ratio:.4f} in {report.seconds:.0f} s")
 
 
@@ -242,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     speed.add_argument("--rounds", type=int, default=5)
     speed.add_argument("--min-bytes", type=int, default=64 << 20, help="bytes moved per timed run")
     speed.add_argument("--io-threads", type=int, default=4)
+    speed.add_argument("--block-kib", type=int, nargs="+", help="block sizes in KiB (default: 64 512 2048)")
     shared = commands.add_parser("hits", help="cross-engine hit ratio on the trace")
     shared.add_argument("--trace", type=Path, default=TRACE)
     shared.add_argument("--engines", type=int, default=2)
@@ -249,7 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     console = Console()
     if options.part == "throughput":
-        throughput(options.rounds, options.min_bytes, options.io_threads, console)
+        sizes = [kib << 10 for kib in options.block_kib] if options.block_kib else BLOCK_SIZES
+        throughput(options.rounds, options.min_bytes, options.io_threads, sizes, console)
     else:
         hits(options.trace, options.engines, options.requests, console)
     return 0

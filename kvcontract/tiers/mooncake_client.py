@@ -21,6 +21,7 @@ from kvcontract.extras import MissingExtraError
 
 __all__ = [
     "MISSING_EXTRA",
+    "MasterFaultError",
     "MooncakeConnection",
     "MooncakeStore",
     "MooncakeUnavailableError",
@@ -84,6 +85,10 @@ class MooncakeStore(Protocol):
 
     def unregister_buffer(self, buffer_ptr: int) -> int: ...
 
+    def batch_put_from(self, keys: list[str], buffer_ptrs: list[int], sizes: list[int], config: object = ...) -> list[int]: ...
+
+    def batch_get_into(self, keys: list[str], buffer_ptrs: list[int], sizes: list[int]) -> list[int]: ...
+
     def batch_put_from_multi_buffers(
         self, keys: list[str], all_buffer_ptrs: list[list[int]], all_sizes: list[list[int]], config: object
     ) -> list[int]: ...
@@ -105,6 +110,14 @@ class MooncakeStore(Protocol):
 
 class MooncakeUnavailableError(ConnectionError):
     """The Mooncake master or metadata server a tier was configured with cannot be reached; the message is one line."""
+
+
+class MasterFaultError(ConnectionError):
+    """A call the master did not answer, by the client's result code (one of :data:`MASTER_FAULTS`)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(describe_code(code))
+        self.code: int = code
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,10 @@
-"""Store and load helpers shared by the tier tests, and a machine of engines of several identities on one storage."""
+"""Store and load helpers shared by the tier tests; a machine of engines of several identities on one storage, and one of a remote tier under faults."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
@@ -14,7 +15,8 @@ from typing_extensions import override
 
 from kvcontract import BlockIdentity, LookupResult, OffloadKey, SecondaryTier, TierJob, TransferResult
 from kvcontract.testing import example_identity
-from kvcontract.tiers import FileTier
+from kvcontract.tiers.remote_tier import RemoteTier
+from kvcontract.tiers.store_value import encode_value
 from tests.tiers.conftest import drain, key, pattern, settle
 
 
@@ -25,7 +27,7 @@ def fill(host: torch.Tensor, host_ids: Sequence[int], seeds: Sequence[int]) -> N
 
 
 def store(
-    tier: FileTier, job_ids: Iterator[int], keys: Sequence[OffloadKey], host_ids: Sequence[int]
+    tier: SecondaryTier, job_ids: Iterator[int], keys: Sequence[OffloadKey], host_ids: Sequence[int]
 ) -> TransferResult:
     """Store ``keys`` from ``host_ids`` and wait for the result; the submit must be accepted."""
     job_id = next(job_ids)
@@ -34,12 +36,31 @@ def store(
 
 
 def load(
-    tier: FileTier, job_ids: Iterator[int], keys: Sequence[OffloadKey], host_ids: Sequence[int]
+    tier: SecondaryTier, job_ids: Iterator[int], keys: Sequence[OffloadKey], host_ids: Sequence[int]
 ) -> TransferResult:
     """Load ``keys`` into ``host_ids`` and wait for the result; the submit must be accepted."""
     job_id = next(job_ids)
     assert tier.submit_load(TierJob(job_id, keys, host_ids))
     return drain(tier, [job_id])[job_id]
+
+
+def store_all(tier: SecondaryTier, host: torch.Tensor, seed: int) -> None:
+    """Store every block of ``host`` (content ``seed + row``) under keys ``0..rows-1`` in one job; it must succeed."""
+    rows = int(host.shape[0])
+    fill(host, range(rows), range(seed, seed + rows))
+    assert tier.submit_store(TierJob(1, [key(i) for i in range(rows)], range(rows)))
+    assert drain(tier, [1])[1].success
+
+
+def loads_exactly(tier: SecondaryTier, host: torch.Tensor, seed: int) -> bool:
+    """Whether keys ``0..rows-1`` are all hits and load back into ``host`` as :func:`store_all` stored them with ``seed``."""
+    rows = int(host.shape[0])
+    assert all(settle(tier, key(i)) is LookupResult.HIT for i in range(rows))
+    host.fill_(0xEE)
+    assert tier.submit_load(TierJob(2, [key(i) for i in range(rows)], range(rows)))
+    return drain(tier, [2])[2].success and all(
+        torch.equal(host[row], pattern(seed + row, int(host.shape[1]))) for row in range(rows)
+    )
 
 
 IDENTITY_BYTES = 256
@@ -125,3 +146,127 @@ class SharedTierMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         for tier in self.tiers:
             tier.shutdown()
+
+
+REMOTE_BYTES = 256
+REMOTE_IDENTITY = example_identity(REMOTE_BYTES)
+REMOTE_KEYS = 8
+REMOTE_HOST_BLOCKS = 4
+_RECOVER_LIMIT_S = 30.0
+"""Guard against a hang only: the tiers probe every 20-50 ms and a Mooncake client re-mounts within seconds."""
+
+remote_key_sets = st.lists(st.integers(0, REMOTE_KEYS - 1), min_size=1, max_size=REMOTE_HOST_BLOCKS, unique=True)
+damages = st.sampled_from(["garbage", "short", "flipped", "other-key", "fingerprint"])
+
+
+def remote_content(i: int) -> torch.Tensor:
+    """What key ``i`` always holds in :class:`RemoteTierMachine` (keys are content hashes)."""
+    return pattern(i, REMOTE_BYTES)
+
+
+def damaged_value(i: int, damage: str) -> bytes:
+    """A value under key ``i`` that is not its block: garbage, one byte short or flipped, another key's or identity's."""
+    good = encode_value(key(i), REMOTE_IDENTITY.fingerprint, memoryview(remote_content(i).numpy().tobytes()))
+    other = memoryview(remote_content(i + 1).numpy().tobytes())
+    values = {
+        "garbage": b"garbage",
+        "short": good[:-1],
+        "flipped": good[:-1] + bytes([good[-1] ^ 0xFF]),
+        "other-key": encode_value(key(i + 1), REMOTE_IDENTITY.fingerprint, other),
+        "fingerprint": encode_value(key(i), example_identity(REMOTE_BYTES, model="other").fingerprint, other),
+    }
+    return values[damage]
+
+
+class RemoteTierMachine(RuleBasedStateMachine):
+    """One remote tier in a fresh namespace per example: random stores, loads, lookups and damaged values.
+
+    The model is what a block must hold: key ``i`` always stores :func:`remote_content` ``(i)``.
+    Whatever the store does, a successful load gives exactly those bytes, a failed load leaves
+    zeros, a key never written is never a hit, and the tier recovers by itself. Subclasses say
+    how the tier is built (:meth:`make_tier`) and how a value is written behind its back
+    (:meth:`write_value`), and add the store's own faults as rules.
+    """
+
+    namespaces: ClassVar[Iterator[int]] = itertools.count()
+    stores_fail_while_healthy: ClassVar[bool] = False
+    """Whether a store may still fail once the tier is healthy again (a Mooncake client re-mounting its segment)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.host = torch.zeros((REMOTE_HOST_BLOCKS, REMOTE_BYTES), dtype=torch.uint8)
+        self.tier = self.make_tier(self.host, f"machine{next(self.namespaces)}")
+        self.jobs = itertools.count(1)
+        self.ever_written: set[int] = set()
+
+    def make_tier(self, host: torch.Tensor, namespace: str) -> RemoteTier:
+        """The tier under test over ``host``, of :data:`REMOTE_IDENTITY`, its keys scoped by ``namespace``."""
+        raise NotImplementedError
+
+    def write_value(self, i: int, value: bytes) -> bool:
+        """Write ``value`` under key ``i`` behind the tier's back; whether the store took it."""
+        raise NotImplementedError
+
+    @rule(keys=remote_key_sets)
+    def store_blocks(self, keys: list[int]) -> None:
+        for row, i in enumerate(keys):
+            self.host[row].copy_(remote_content(i))
+        job = next(self.jobs)
+        if not self.tier.submit_store(TierJob(job, [key(i) for i in keys], list(range(len(keys))))):
+            return
+        self.ever_written.update(keys)
+        drain(self.tier, [job])
+
+    @rule(keys=remote_key_sets)
+    def load(self, keys: list[int]) -> None:
+        answers = [settle(self.tier, key(i)) for i in keys]
+        if any(answer is not LookupResult.HIT for answer in answers):
+            return
+        self.host.fill_(0xAA)
+        job = next(self.jobs)
+        if not self.tier.submit_load(TierJob(job, [key(i) for i in keys], list(range(len(keys))))):
+            return
+        result = drain(self.tier, [job])[job]
+        for row, i in enumerate(keys):
+            if result.success:
+                assert torch.equal(self.host[row], remote_content(i)), f"key {i} loaded other bytes"
+            else:
+                assert not self.host[row].any(), "a failed load leaves zeros"
+
+    @rule(i=st.integers(0, REMOTE_KEYS - 1))
+    def lookup(self, i: int) -> None:
+        if settle(self.tier, key(i)) is LookupResult.HIT:
+            assert i in self.ever_written, f"nothing was ever written under key {i}, yet it is a hit"
+
+    @rule(i=st.integers(0, REMOTE_KEYS - 1), damage=damages)
+    def overwrite(self, i: int, damage: str) -> None:
+        if self.write_value(i, damaged_value(i, damage)):
+            self.ever_written.add(i)
+
+    @rule()
+    def recover(self) -> None:
+        """After any fault the tier comes back by itself and stores and loads exactly again."""
+        deadline = time.monotonic() + _RECOVER_LIMIT_S
+        fresh = REMOTE_KEYS + next(self.jobs)
+        while True:
+            while not self.tier.healthy:
+                self.tier.lookup(key(REMOTE_KEYS))
+                assert time.monotonic() < deadline, "the tier never recovered"
+                time.sleep(0.005)
+            self.host[0].copy_(remote_content(fresh))
+            job = next(self.jobs)
+            stored = self.tier.submit_store(TierJob(job, [key(fresh)], [0])) and drain(self.tier, [job])[job].success
+            if stored:
+                break
+            assert self.stores_fail_while_healthy, "a healthy tier failed to store"
+            assert time.monotonic() < deadline, "the tier never stored again"
+            time.sleep(0.05)
+        self.host[0].zero_()
+        job = next(self.jobs)
+        assert self.tier.submit_load(TierJob(job, [key(fresh)], [0]))
+        assert drain(self.tier, [job])[job].success
+        assert torch.equal(self.host[0], remote_content(fresh))
+
+    @override
+    def teardown(self) -> None:
+        self.tier.shutdown()

@@ -25,7 +25,7 @@ from kvcontract.tiers import FileTier, block_file
 from tests.metrics.support import value_of
 from tests.profiles import stateful_settings
 from tests.tiers.conftest import MakeTier, drain, key, pattern
-from tests.tiers.helpers import SharedTierMachine, fill, load, store
+from tests.tiers.helpers import SharedTierMachine, fill, load, loads_exactly, store, store_all
 
 _SHAPE = {"num_layers": 2, "num_kv_heads": 2, "head_dim": 32, "dtype": "bfloat16"}
 ENGINES: dict[str, dict[str, object]] = {
@@ -45,35 +45,13 @@ def engine_config(name: str) -> KVContractConfig:
     )
 
 
-def engine_tier(name: str, root: Path) -> FileTier:
-    """The file tier an engine of config ``name`` builds on ``root``, over host memory of its own."""
+def engine_tier(name: str, root: Path) -> tuple[FileTier, torch.Tensor]:
+    """The file tier an engine of config ``name`` builds on ``root``, and the host memory of its own it made."""
     config = engine_config(name)
     host = torch.zeros((KEYS, config.kv_layout.offload_block_bytes), dtype=torch.uint8)
     tier = build_tier(FileTierConfig(path=root, capacity=KEYS), config, host)
     assert isinstance(tier, FileTier)
-    return tier
-
-
-def fill_and_store(tier: FileTier, seed: int) -> None:
-    host = tier_host(tier)
-    for row in range(KEYS):
-        host[row].copy_(pattern(seed + row, int(host.shape[1])))
-    assert tier.submit_store(TierJob(1, [key(i) for i in range(KEYS)], range(KEYS)))
-    assert drain(tier, [1])[1].success
-
-
-def tier_host(tier: FileTier) -> torch.Tensor:
-    host: torch.Tensor = getattr(tier, "_host")  # the tier's own host memory, which engine_tier made
-    return host
-
-
-def loads_exactly(tier: FileTier, seed: int) -> bool:
-    host = tier_host(tier)
-    host.fill_(0xEE)
-    assert tier.submit_load(TierJob(2, [key(i) for i in range(KEYS)], range(KEYS)))
-    if not drain(tier, [2])[2].success:
-        return False
-    return all(torch.equal(host[row], pattern(seed + row, int(host.shape[1]))) for row in range(KEYS))
+    return tier, host
 
 
 def test_the_engines_hold_blocks_of_one_size() -> None:
@@ -87,16 +65,16 @@ def test_a_second_engine_gets_no_hit_from_the_first_and_each_restart_reuses_its_
     tmp_path: Path, second: str
 ) -> None:
     root = tmp_path / "shared"
-    first = engine_tier("bfloat16", root)
-    fill_and_store(first, seed=100)
+    first, first_host = engine_tier("bfloat16", root)
+    store_all(first, first_host, seed=100)
     first.shutdown()
-    other = engine_tier(second, root)
+    other, other_host = engine_tier(second, root)
     assert [other.lookup(key(i)) for i in range(KEYS)] == [LookupResult.MISS] * KEYS
-    fill_and_store(other, seed=200)
+    store_all(other, other_host, seed=200)
     other.shutdown()
-    first_again, other_again = engine_tier("bfloat16", root), engine_tier(second, root)
+    (first_again, first_host), (other_again, other_host) = engine_tier("bfloat16", root), engine_tier(second, root)
     try:
-        assert loads_exactly(first_again, seed=100) and loads_exactly(other_again, seed=200)
+        assert loads_exactly(first_again, first_host, seed=100) and loads_exactly(other_again, other_host, seed=200)
         assert first_again.stats().identity_mismatches == other_again.stats().identity_mismatches == 0
     finally:
         first_again.shutdown()
@@ -135,7 +113,7 @@ def _format_1_file(path: Path, k: bytes, payload: bytes) -> None:
 
 
 def test_a_root_of_format_1_reads_as_misses_and_its_blocks_are_removed(
-    make_tier: MakeTier, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    make_tier: MakeTier, host: torch.Tensor, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     root = tmp_path / "cache"
     for i in range(4):
@@ -146,30 +124,30 @@ def test_a_root_of_format_1_reads_as_misses_and_its_blocks_are_removed(
     assert sorted(p.name for p in root.iterdir()) == [tier.identity.fingerprint_hex], "format 1 shards are gone"
     assert "block format 1" in caplog.text
     job_ids = iter(range(1, 100))
-    fill(tier_host(tier), [0, 1, 2, 3], [10, 11, 12, 13])
+    fill(host, [0, 1, 2, 3], [10, 11, 12, 13])
     assert store(tier, job_ids, [key(i) for i in range(4)], [0, 1, 2, 3]).success, "the whole capacity is free"
 
 
 def test_a_block_of_another_identity_in_this_one_s_directory_is_a_miss_counted_and_logged_once(
-    make_tier: MakeTier, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    make_tier: MakeTier, host: torch.Tensor, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     ours = make_tier(capacity=8)
     job_ids = iter(range(1, 100))
-    fill(tier_host(ours), [0, 1], [1, 2])
+    fill(host, [0, 1], [1, 2])
     assert store(ours, job_ids, [key(1), key(2)], [0, 1]).success
     collector = MetricsCollector()
     collector.add(manager_source(TieringOffloadingManager(CPUOffloadingManager(4), [ours])))
     foreign = tmp_path / "foreign"
     other = make_tier(capacity=8, root=foreign, identity=dataclasses.replace(ours.identity, model="x"))
-    fill(tier_host(other), [2, 3], [3, 4])
+    fill(host, [2, 3], [3, 4])
     assert store(other, job_ids, [key(1), key(2)], [2, 3]).success
     for i in (1, 2):
         shutil.copyfile(other.block_path(key(i)), ours.block_path(key(i)))
     with caplog.at_level(logging.WARNING, logger="kvcontract.tiers.file_tier"):
         for i in (1, 2):
-            tier_host(ours)[4].fill_(7)
+            host[4].fill_(7)
             assert not load(ours, job_ids, [key(i)], [4]).success
-            assert not tier_host(ours)[4].any(), "never another identity's bytes in a host block"
+            assert not host[4].any(), "never another identity's bytes in a host block"
     assert ours.stats().identity_mismatches == 2
     assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1
     assert sum("another block identity" in r.getMessage() for r in caplog.records) == 1

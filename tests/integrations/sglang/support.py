@@ -137,3 +137,26 @@ def page_bytes(pool: Any, token_index: int) -> bytes:
 def keys_for(name: str, count: int) -> list[str]:
     """Page keys as SGLang makes them: SHA-256 hex digests of a page chain."""
     return [hashlib.sha256(f"{name}:{i}".encode()).hexdigest() for i in range(count)]
+
+
+def pages_reach_a_new_instance(tmp_path: Path, layout: str, tier: dict[str, object], tier_type: type[object]) -> None:
+    """Pages one backend on ``tier`` stores, a new instance loads byte-exact, and a backend of another model misses."""
+    pool = mha_pool(layout)
+    store = backend(pool, storage_config(tmp_path, layout=layout, tier=tier))
+    assert isinstance(store.tier, tier_type)
+    indices = pool.alloc(3 * PAGE)
+    fill_random(pool, seed=21)
+    keys = keys_for(f"{tier_type.__name__}-{layout}", 3)
+    expected = [page_bytes(pool, int(indices[i * PAGE])) for i in range(3)]
+    assert store.batch_set_v1(keys, indices) == [True] * 3
+    store.close()
+    again_pool = mha_pool(layout)
+    again = backend(again_pool, storage_config(tmp_path, layout=layout, tier=tier))
+    targets = again_pool.alloc(3 * PAGE)
+    assert again.batch_exists(keys) == 3
+    assert again.batch_get_v1(keys, targets) == [True] * 3
+    assert [page_bytes(again_pool, int(targets[i * PAGE])) for i in range(3)] == expected
+    stranger = backend(mha_pool(layout), storage_config(tmp_path, layout=layout, tier=tier, model="org/other"))
+    assert stranger.batch_exists(keys) == 0
+    again.close()
+    stranger.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kvcontract.tiers import RedisTier
-from tests.integrations.sglang.support import PAGE, backend, fill_random, keys_for, mha_pool, page_bytes, storage_config
+from tests.integrations.sglang.support import pages_reach_a_new_instance
 from tests.tiers.redis.support import lru_server_or_skip
 
 
@@ -27,22 +27,4 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.mark.parametrize("layout", ["page_first", "layer_first"])
 def test_pages_stored_in_redis_reach_a_new_instance_byte_exact(redis_url: str, tmp_path: Path, layout: str) -> None:
     tier: dict[str, object] = {"kind": "redis", "url": redis_url, "namespace": f"sglang-{layout}", "io_threads": 2}
-    pool = mha_pool(layout)
-    store = backend(pool, storage_config(tmp_path, layout=layout, tier=tier))
-    assert isinstance(store.tier, RedisTier)
-    indices = pool.alloc(3 * PAGE)
-    fill_random(pool, seed=21)
-    keys = keys_for(f"redis-{layout}", 3)
-    expected = [page_bytes(pool, int(indices[i * PAGE])) for i in range(3)]
-    assert store.batch_set_v1(keys, indices) == [True] * 3
-    store.close()
-    again_pool = mha_pool(layout)
-    again = backend(again_pool, storage_config(tmp_path, layout=layout, tier=tier))
-    targets = again_pool.alloc(3 * PAGE)
-    assert again.batch_exists(keys) == 3
-    assert again.batch_get_v1(keys, targets) == [True] * 3
-    assert [page_bytes(again_pool, int(targets[i * PAGE])) for i in range(3)] == expected
-    stranger = backend(mha_pool(layout), storage_config(tmp_path, layout=layout, tier=tier, model="org/other"))
-    assert stranger.batch_exists(keys) == 0
-    again.close()
-    stranger.close()
+    pages_reach_a_new_instance(tmp_path, layout, tier, RedisTier)

@@ -15,16 +15,12 @@ from vllm.v1.kv_offload.base import LookupResult, ReqContext
 
 from kvcontract.tiers import MooncakeTier
 from tests.integrations.vllm.test_secondary_tier import CHUNK_BYTES, CHUNKS, finished, job, keys, make_tier
-from tests.required_parts import skip_unless_required
-from tests.tiers.mooncake.support import MooncakeStore, missing_reason
+from tests.tiers.mooncake.support import MooncakeStore, store_or_skip
 
 
 @pytest.fixture(scope="module")
 def mooncake_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MooncakeStore]:
-    reason = missing_reason()
-    if reason is not None:
-        skip_unless_required("mooncake", reason)
-    store = MooncakeStore(tmp_path_factory.mktemp("mooncake"))
+    store = store_or_skip(tmp_path_factory.mktemp("mooncake"))
     yield store
     store.close()
 

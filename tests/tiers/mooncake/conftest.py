@@ -18,7 +18,6 @@ from kvcontract import BlockIdentity
 from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier
 from tests.tiers.mooncake.support import MooncakeStore, missing_reason
-from tests.tiers.redis.support import BLOCK_BYTES, HOST_BLOCKS
 
 collect_ignore_glob = [] if missing_reason() is None else ["test_mooncake_*.py"]
 _namespaces = itertools.count()
@@ -46,12 +45,6 @@ def mooncake_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mooncak
     store = MooncakeStore(tmp_path_factory.mktemp("mooncake"))
     yield store
     store.close()
-
-
-@pytest.fixture
-def host() -> torch.Tensor:
-    """Host memory of the test: ``HOST_BLOCKS`` blocks of ``BLOCK_BYTES``."""
-    return torch.zeros((HOST_BLOCKS, BLOCK_BYTES), dtype=torch.uint8)
 
 
 def tier_on(

@@ -8,7 +8,6 @@ test lend none and what they stored outlives them, as with a store that engines 
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
 import shutil
@@ -17,8 +16,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Protocol, runtime_checkable
 
+from kvcontract.tiers import mooncake_client
+from tests.required_parts import skip_unless_required
 from tests.tiers.redis.support import HOST, free_port
 
 SEGMENT_BYTES = 64 << 20
@@ -48,25 +49,23 @@ def missing_reason() -> str | None:
     return None
 
 
+def store_or_skip(directory: Path) -> MooncakeStore:
+    """A store (master, metadata server, segment) working in ``directory``, or a skip (a failure under ``KVCONTRACT_REQUIRE=mooncake``) without Mooncake."""
+    reason = missing_reason()
+    if reason is not None:
+        skip_unless_required("mooncake", reason)
+    return MooncakeStore(directory)
+
+
 def master_path() -> str | None:
     """``mooncake_master`` of this interpreter's environment, or on PATH."""
     beside = Path(sys.executable).parent / "mooncake_master"
     return str(beside) if beside.exists() else shutil.which("mooncake_master")
 
 
-class RawStore(Protocol):
-    """What the tests call on a plain client of the store, for checks and fault injection."""
-
-    def setup(
-        self,
-        local_hostname: str,
-        metadata_server: str,
-        global_segment_size: int,
-        local_buffer_size: int,
-        protocol: str,
-        rdma_devices: str,
-        master_server_addr: str,
-    ) -> int: ...
+@runtime_checkable
+class RawStore(mooncake_client.MooncakeStore, Protocol):
+    """What the tests and the benchmark call on a plain client of the store, beside what the tier calls."""
 
     def upsert(self, key: str, value: bytes) -> int: ...
 
@@ -76,7 +75,7 @@ class RawStore(Protocol):
 
     def is_exist(self, key: str) -> int: ...
 
-    def close(self) -> int: ...
+    def remove_all(self, force: bool = False) -> int: ...
 
 
 class MooncakeStore:
@@ -131,11 +130,31 @@ class MooncakeStore:
             "local_buffer_size": 16 << 20,
         }
 
+    def simulation_config(self, namespace: str) -> dict[str, object]:
+        """A tiering config of the `tiny` layout with a small host memory over one Mooncake tier on this store."""
+        return {
+            "kv_layout": {"preset": "tiny", "block_tokens": 16, "offload_block_tokens": 16},
+            "manager": {
+                "kind": "tiering",
+                "primary": {"kind": "cpu", "capacity": 64, "policy": {"kind": "lru"}},
+                "secondary": [{**self.tier_config(), "namespace": namespace, "lookup_timeout": 5.0}],
+            },
+        }
+
     def raw(self) -> RawStore:
-        """A plain client of the store that lends it nothing."""
-        raw: RawStore = importlib.import_module("mooncake.store").MooncakeDistributedStore()
-        code = raw.setup(HOST, self.metadata_server, 0, 16 << 20, "tcp", "", self.master)
-        assert code == 0, f"a raw client's setup failed: {code}"
+        """A plain client of the store that lends it nothing, set up by the tier's own :func:`~kvcontract.tiers.mooncake_client.connect`."""
+        raw = mooncake_client.connect(
+            master=self.master,
+            metadata_server=self.metadata_server,
+            protocol="tcp",
+            devices="",
+            local_hostname=HOST,
+            global_segment_size=0,
+            local_buffer_size=16 << 20,
+            replicas=1,
+            timeout=_START_LIMIT_S,
+        ).store
+        assert isinstance(raw, RawStore), f"{type(raw).__name__} lacks a call of RawStore"
         return raw
 
     def start(self) -> None:

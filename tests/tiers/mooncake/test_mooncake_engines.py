@@ -8,19 +8,8 @@ from kvcontract.sim.workload import conversation_workload
 from tests.tiers.mooncake.support import MooncakeStore
 
 
-def _config(store: MooncakeStore, namespace: str) -> dict[str, object]:
-    return {
-        "kv_layout": {"preset": "tiny", "block_tokens": 16, "offload_block_tokens": 16},
-        "manager": {
-            "kind": "tiering",
-            "primary": {"kind": "cpu", "capacity": 64, "policy": {"kind": "lru"}},
-            "secondary": [{**store.tier_config(), "namespace": namespace, "lookup_timeout": 5.0}],
-        },
-    }
-
-
 def test_engines_hit_blocks_the_other_engine_stored(mooncake_store: MooncakeStore) -> None:
-    report = run_engines(load_config(base=_config(mooncake_store, "engines")), conversation_workload(300, 0), engines=2)
+    report = run_engines(load_config(base=mooncake_store.simulation_config("engines")), conversation_workload(300, 0), engines=2)
     assert report.requests == 300 and len(report.engines) == 2
     assert report.failed_loads == 0 and report.failed_stores == 0
     assert report.verified_blocks > 0

@@ -10,15 +10,14 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 from typing_extensions import override
 
-from kvcontract import BlockIdentity, LookupResult, SecondaryTier, TierJob
+from kvcontract import BlockIdentity, LookupResult, SecondaryTier
 from kvcontract.assembly import build_tier
 from kvcontract.config import MooncakeTierConfig
 from kvcontract.tiers import MooncakeTier
-from tests.tiers.conftest import drain, settle
-from tests.tiers.helpers import SharedTierMachine
+from tests.tiers.conftest import key, settle
+from tests.tiers.helpers import SharedTierMachine, loads_exactly, store_all
 from tests.tiers.mooncake.conftest import tier_on
 from tests.tiers.mooncake.support import MooncakeStore
-from tests.tiers.redis.support import key, pattern
 from tests.tiers.test_identity_sharing import ENGINES, KEYS, engine_config
 
 _namespaces = itertools.count()
@@ -32,22 +31,6 @@ def engine_tier(name: str, store: MooncakeStore, namespace: str) -> tuple[Moonca
     tier = build_tier(tier_config, config, host)
     assert isinstance(tier, MooncakeTier)
     return tier, host
-
-
-def store_all(tier: MooncakeTier, host: torch.Tensor, seed: int) -> None:
-    for row in range(KEYS):
-        host[row].copy_(pattern(seed + row, int(host.shape[1])))
-    assert tier.submit_store(TierJob(1, [key(i) for i in range(KEYS)], range(KEYS)))
-    assert drain(tier, [1])[1].success
-
-
-def loads_exactly(tier: MooncakeTier, host: torch.Tensor, seed: int) -> bool:
-    assert all(settle(tier, key(i)) is LookupResult.HIT for i in range(KEYS))
-    host.fill_(0xEE)
-    assert tier.submit_load(TierJob(2, [key(i) for i in range(KEYS)], range(KEYS)))
-    return drain(tier, [2])[2].success and all(
-        torch.equal(host[row], pattern(seed + row, int(host.shape[1]))) for row in range(KEYS)
-    )
 
 
 @pytest.mark.parametrize("second", sorted(set(ENGINES) - {"bfloat16"}))

@@ -11,7 +11,7 @@ import torch
 
 from kvcontract import LookupResult, OffloadingEvent, TierJob
 from kvcontract.testing import example_identity
-from kvcontract.tiers import MooncakeTier
+from kvcontract.tiers import MooncakeTier, mooncake_tier
 from kvcontract.tiers.mooncake_client import MooncakeUnavailableError
 from kvcontract.tiers.store_value import encode_value
 from tests.tiers.mooncake.conftest import MakeTier, tier_on
@@ -33,6 +33,16 @@ _RECOVER_LIMIT_S = 30.0
 """Guard against a hang only: the tier probes every 50 ms and the client re-mounts within seconds."""
 
 
+@pytest.fixture(params=["copied", "zero-copy"])
+def value_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways a value travels: the tests' small blocks copied through the slot, or zero copy (the threshold lowered to them)."""
+    path = str(request.param)
+    if path == "zero-copy":
+        monkeypatch.setattr(mooncake_tier, "ZERO_COPY_FROM", 0)
+    return path
+
+
+@pytest.mark.usefixtures("value_path")
 def test_another_engine_loads_exactly_what_one_stored(make_tier: MakeTier, host: torch.Tensor) -> None:
     writer = make_tier(namespace="share")
     jobs = job_counter()
@@ -50,11 +60,13 @@ def test_another_engine_loads_exactly_what_one_stored(make_tier: MakeTier, host:
     assert stats.lookups_sent == 5 and stats.lookup_batches <= 2 and stats.bytes_read == 2 * BLOCK_BYTES
 
 
+@pytest.mark.usefixtures("value_path")
 def test_a_load_of_a_key_not_known_present_is_refused(make_tier: MakeTier) -> None:
     tier = make_tier()
     assert not tier.submit_load(TierJob(1, [key(1)], [0]))
 
 
+@pytest.mark.usefixtures("value_path")
 @pytest.mark.parametrize("damage", ["garbage", "short", "flipped", "other-key", "identity"])
 def test_a_bad_value_is_a_failed_load_with_zeros_an_event_and_gone(
     make_tier: MakeTier, host: torch.Tensor, mooncake_store: MooncakeStore, damage: str
@@ -97,6 +109,7 @@ def test_a_bad_value_is_a_failed_load_with_zeros_an_event_and_gone(
         raw.close()
 
 
+@pytest.mark.usefixtures("value_path")
 def test_a_value_removed_behind_the_tier_is_a_failed_load_and_an_eviction(
     make_tier: MakeTier, host: torch.Tensor, mooncake_store: MooncakeStore
 ) -> None:

@@ -18,13 +18,7 @@ import torch
 from kvcontract import BlockIdentity
 from kvcontract.testing import example_identity
 from kvcontract.tiers import RedisTier
-from tests.tiers.redis.support import (
-    BLOCK_BYTES,
-    HOST_BLOCKS,
-    RedisClusterServers,
-    RedisServer,
-    missing_reason,
-)
+from tests.tiers.redis.support import RedisClusterServers, RedisServer, missing_reason
 
 collect_ignore_glob = [] if missing_reason() is None else ["test_redis_*.py"]
 _namespaces = itertools.count()
@@ -71,12 +65,6 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
     cluster = RedisClusterServers(tmp_path_factory.mktemp("cluster"))
     yield cluster
     cluster.stop()
-
-
-@pytest.fixture
-def host() -> torch.Tensor:
-    """Host memory of the test: ``HOST_BLOCKS`` blocks of ``BLOCK_BYTES``."""
-    return torch.zeros((HOST_BLOCKS, BLOCK_BYTES), dtype=torch.uint8)
 
 
 @pytest.fixture

@@ -13,21 +13,23 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-import torch
-
-from kvcontract import OffloadKey, SecondaryTier, TierJob, TransferResult, make_offload_key
 from kvcontract.testing import example_identity
 from tests.required_parts import skip_unless_required
+from tests.tiers.conftest import BLOCK_BYTES as BLOCK_BYTES
+from tests.tiers.conftest import HOST_BLOCKS as HOST_BLOCKS
 from tests.tiers.conftest import drain as drain
+from tests.tiers.conftest import key as key
+from tests.tiers.conftest import pattern as pattern
 from tests.tiers.conftest import settle as settle
+from tests.tiers.helpers import fill as fill
+from tests.tiers.helpers import load as load
+from tests.tiers.helpers import store as store
 
 HOST = "127.0.0.1"
-BLOCK_BYTES = 4096
-HOST_BLOCKS = 16
 IDENTITY = example_identity(BLOCK_BYTES)
 """The block identity of the tests' tiers."""
 _START_LIMIT_S = 20.0
@@ -196,41 +198,6 @@ def _cluster_ok(node: RedisServer) -> bool:
     info = node.command("CLUSTER", "INFO")
     text = info.decode() if isinstance(info, bytes) else str(info)
     return "cluster_state:ok" in text
-
-
-def key(i: int) -> OffloadKey:
-    """The ``i``-th test key."""
-    return make_offload_key(i.to_bytes(8, "big") * 4)
-
-
-def pattern(seed: int, nbytes: int = BLOCK_BYTES) -> torch.Tensor:
-    """Deterministic random bytes for block content number ``seed``."""
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(0, 256, (nbytes,), dtype=torch.uint8, generator=generator)
-
-
-def fill(host: torch.Tensor, host_ids: Sequence[int], seeds: Sequence[int]) -> None:
-    """Write content ``seeds[i]`` into host block ``host_ids[i]``."""
-    for host_id, seed in zip(host_ids, seeds):
-        host[host_id].copy_(pattern(seed, int(host.shape[1])))
-
-
-def store(
-    tier: SecondaryTier, job_ids: Iterator[int], keys: Sequence[OffloadKey], host_ids: Sequence[int]
-) -> TransferResult:
-    """Store ``keys`` from ``host_ids`` and wait for the result; the submit must be accepted."""
-    job_id = next(job_ids)
-    assert tier.submit_store(TierJob(job_id, keys, host_ids))
-    return drain(tier, [job_id])[job_id]
-
-
-def load(
-    tier: SecondaryTier, job_ids: Iterator[int], keys: Sequence[OffloadKey], host_ids: Sequence[int]
-) -> TransferResult:
-    """Load ``keys`` into ``host_ids`` and wait for the result; the submit must be accepted."""
-    job_id = next(job_ids)
-    assert tier.submit_load(TierJob(job_id, keys, host_ids))
-    return drain(tier, [job_id])[job_id]
 
 
 def job_counter() -> Iterator[int]:

@@ -1,0 +1,514 @@
+"""What every tier on a remote key-value store shares: the keys this process knows, batched lookups, the breaker, job bookkeeping.
+
+The store (Redis, Mooncake) owns capacity and eviction: the tier keeps no index of its own,
+only what this process knows (keys known present, keys it is storing), so a key the store
+evicted is a miss when it is loaded. A lookup of a key not known queues it for the lookup
+thread, which asks the store for every key queued since its last batch in one call; the
+lookup answers ``RETRY`` until the answer lands and ``MISS`` after ``lookup_timeout``. Jobs
+run on a thread pool (loads before stores), so the scheduler never waits on the network.
+
+A call the store did not answer fails the job it hit and opens a breaker: until a probe
+passes again, lookups say ``MISS`` and submits return ``False`` at once, instead of each job
+waiting out the timeout. A failed load zero-fills all its host blocks; a failed store marks
+nothing readable. Each store says how it is opened, probed, asked, written, read and closed,
+in the hooks :class:`RemoteTier` leaves abstract.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import logging
+import threading
+import time
+from abc import abstractmethod
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from typing_extensions import override
+
+from kvcontract.contracts.identity import BlockIdentity
+from kvcontract.contracts.keys import OffloadKey
+from kvcontract.contracts.request import LookupResult
+from kvcontract.contracts.tier import SecondaryTier, TierJob
+from kvcontract.contracts.values import OffloadingEvent, TransferResult
+from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks, check_identity_block_bytes
+from kvcontract.tiers.integrity import MismatchLog
+from kvcontract.tiers.io_pool import PriorityThreadPool
+from kvcontract.tiers.store_value import BadValueError
+
+__all__ = ["PREFIX_FINGERPRINT_DIGITS", "Fault", "LoadOutcome", "RemoteTier", "RemoteTierStats"]
+
+PREFIX_FINGERPRINT_DIGITS = 16
+"""Hex digits of the identity's fingerprint in every key name: 64 bits keep identities apart; the value holds all 128."""
+
+READ = 0
+WRITE = 1
+BACKGROUND = 2
+"""Pool priorities: loads, then stores, then touches, removals of bad values and health probes."""
+_LOOKUP_BATCH = 4096
+_KNOWN_KEYS = 1 << 20
+"""Keys known present that this process remembers (LRU); forgotten ones are asked again."""
+NEVER = float("inf")
+"""The expiry of a key known present in a store whose values do not expire."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteTierStats:
+    """What a remote tier knows: payload bytes moved, lookup answers, value checks, faults."""
+
+    bytes_written: int = 0
+    bytes_read: int = 0
+    hits: int = 0
+    misses: int = 0
+    lookups_sent: int = 0
+    lookup_batches: int = 0
+    lookup_timeouts: int = 0
+    evicted: int = 0
+    checksum_failures: int = 0
+    rejected_values: int = 0
+    identity_mismatches: int = 0
+    timeouts: int = 0
+    connection_errors: int = 0
+    reconnects: int = 0
+    failed_jobs: int = 0
+
+
+@dataclass
+class _Counters:
+    """The mutable counters behind :class:`RemoteTierStats`, changed under the tier's lock."""
+
+    bytes_written: int = 0
+    bytes_read: int = 0
+    hits: int = 0
+    misses: int = 0
+    lookups_sent: int = 0
+    lookup_batches: int = 0
+    lookup_timeouts: int = 0
+    evicted: int = 0
+    checksum_failures: int = 0
+    rejected_values: int = 0
+    identity_mismatches: int = 0
+    timeouts: int = 0
+    connection_errors: int = 0
+    reconnects: int = 0
+    failed_jobs: int = 0
+
+
+class Fault(enum.Enum):
+    """What a failed call says of the store: it timed out, or the connection failed."""
+
+    TIMEOUT = enum.auto()
+    CONNECTION = enum.auto()
+
+
+@dataclass(slots=True)
+class LoadOutcome:
+    """What a load job found, key by key: values gone, bad or unreachable, and the error that stopped it."""
+
+    gone: list[OffloadKey] = field(default_factory=list[OffloadKey])
+    bad: list[OffloadKey] = field(default_factory=list[OffloadKey])
+    unreachable: list[OffloadKey] = field(default_factory=list[OffloadKey])
+    checksum_failures: int = 0
+    mismatches: int = 0
+    error: BaseException | None = None
+
+
+class RemoteTier(SecondaryTier):
+    """A secondary tier whose blocks are values of a remote store that many engines share.
+
+    ``host_blocks`` is the host memory that job host block ids index: a 2-D ``torch.uint8``
+    CPU tensor ``(num_host_blocks, bytes_per_block)``; the caller keeps a job's host blocks
+    reserved until :meth:`get_finished` reports the job. ``identity`` is this engine's block
+    identity: the first 16 hex digits of its fingerprint and ``namespace`` (optional, within
+    the identity) name every key, and all of it is in every value, so a value of another
+    identity is a miss. Subclasses set what their hooks need before calling this constructor,
+    which opens the store (:meth:`_open`) and, with ``start_degraded``, starts without it.
+    """
+
+    def __init__(
+        self,
+        host_blocks: torch.Tensor,
+        *,
+        identity: BlockIdentity,
+        namespace: str | None,
+        name: str,
+        where: str,
+        medium: str,
+        io_threads: int,
+        lookup_timeout: float,
+        lookup_wait: float,
+        retry_interval: float,
+        start_degraded: bool,
+    ) -> None:
+        tier = type(self).__name__
+        check_host_blocks(host_blocks, tier)
+        check_identity_block_bytes(identity, host_blocks, tier)
+        self._host = host_blocks
+        self._rows = host_blocks.numpy()
+        self._block_bytes = int(host_blocks.shape[1])
+        self._identity = identity
+        self._fingerprint = identity.fingerprint
+        self._namespace = namespace
+        self._prefix = f"kvc:{identity.fingerprint_hex[:PREFIX_FINGERPRINT_DIGITS]}" + (f":{namespace}" if namespace else "")
+        self._name = name
+        self._where = where
+        self._medium = medium
+        self._lookup_timeout = lookup_timeout
+        self._lookup_wait = lookup_wait
+        self._retry_interval = retry_interval
+        self._log = logging.getLogger(type(self).__module__)
+        self._healthy = False
+        try:
+            self._open()
+            self._healthy = True
+        except ConnectionError:
+            if not start_degraded:
+                raise
+            self._log.warning("%s: %s does not answer; starting degraded", name, where)
+        self._lock = threading.Lock()
+        self._answered = threading.Condition(self._lock)
+        self._counters = _Counters()
+        self._mismatches = MismatchLog(self._log, f"{name} at {where}", identity.fingerprint_hex)
+        self._known: OrderedDict[OffloadKey, float] = OrderedDict()
+        self._storing: dict[OffloadKey, int] = {}
+        self._asking: dict[OffloadKey, float] = {}
+        self._absent: dict[OffloadKey, float] = {}
+        self._queued: list[OffloadKey] = []
+        self._events: list[OffloadingEvent] = []
+        self._finished: list[TransferResult] = []
+        self._active_jobs: set[int] = set()
+        self._probing = False
+        self._last_probe = -float("inf")
+        self._closed = False
+        thread = name.replace(" ", "-")
+        self._pool = PriorityThreadPool(io_threads, name=thread)
+        self._lookup_thread = threading.Thread(target=self._lookup_loop, name=f"{thread}-lookup", daemon=True)
+        self._lookup_thread.start()
+
+    @override
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._where!r}, prefix={self._prefix!r})"
+
+    @property
+    def identity(self) -> BlockIdentity:
+        """The block identity whose values this tier reads and writes."""
+        return self._identity
+
+    @property
+    def namespace(self) -> str | None:
+        """The namespace that scopes this tier's keys within its identity, if one was given."""
+        return self._namespace
+
+    @property
+    def healthy(self) -> bool:
+        """Whether the last contact with the store succeeded (else lookups miss and submits refuse)."""
+        return self._healthy
+
+    @override
+    def lookup(self, key: OffloadKey) -> LookupResult:
+        """``HIT`` if known present, ``HIT_PENDING`` while this process stores it, else ask the store.
+
+        A key not known is queued for the lookup thread's next batch and answered ``RETRY``; the
+        answer is given at the next lookup, ``MISS`` once ``lookup_timeout`` has passed.
+        """
+        now = time.monotonic()
+        with self._lock:
+            answer = self._lookup_locked(key, now)
+            if answer is LookupResult.RETRY and self._lookup_wait > 0:
+                self._answered.wait_for(lambda: key not in self._asking, self._lookup_wait)
+                answer = self._lookup_locked(key, time.monotonic())
+            if answer is LookupResult.HIT:
+                self._counters.hits += 1
+            elif answer is LookupResult.MISS:
+                self._counters.misses += 1
+        return answer
+
+    def _lookup_locked(self, key: OffloadKey, now: float) -> LookupResult:
+        expires = self._known.get(key)
+        if expires is not None:
+            if expires > now:
+                self._known.move_to_end(key)
+                return LookupResult.HIT
+            del self._known[key]
+        if key in self._storing:
+            return LookupResult.HIT_PENDING
+        if self._absent.pop(key, None) is not None:
+            return LookupResult.MISS
+        asked = self._asking.get(key)
+        if asked is not None:
+            if now - asked <= self._lookup_timeout:
+                return LookupResult.RETRY
+            del self._asking[key]
+            self._counters.lookup_timeouts += 1
+            return LookupResult.MISS
+        if not self._healthy or self._closed:
+            self._probe_locked(now)
+            return LookupResult.MISS
+        self._asking[key] = now
+        self._queued.append(key)
+        if len(self._queued) == 1:
+            self._answered.notify_all()
+        return LookupResult.RETRY
+
+    @override
+    def submit_store(self, job: TierJob) -> bool:
+        """Start writing the job's keys that are neither known present nor being stored.
+
+        ``False`` (nothing started) once shut down or while the store does not answer.
+        """
+        check_host_block_ids(job, self._host, type(self).__name__)
+        now = time.monotonic()
+        with self._lock:
+            if not self._accepting(now):
+                return False
+            self._claim(job.job_id)
+            new: dict[OffloadKey, int] = {}
+            for key, host_id in zip(job.keys, job.host_block_ids):
+                if key in new or key in self._storing or self._known.get(key, 0.0) > now:
+                    continue
+                new[key] = host_id
+                self._storing[key] = job.job_id
+                self._absent.pop(key, None)
+            if new:
+                self._pool.submit(WRITE, functools.partial(self._store_job, job.job_id, new))
+            else:
+                self._finish(job.job_id, True, 0, 0.0)
+        return True
+
+    @override
+    def submit_load(self, job: TierJob) -> bool:
+        """Start reading the job's keys into its host blocks.
+
+        ``False`` (nothing started) once shut down, while the store does not answer, or
+        when a key is not known present (:meth:`lookup` would not say ``HIT``).
+        """
+        check_host_block_ids(job, self._host, type(self).__name__)
+        now = time.monotonic()
+        with self._lock:
+            if not self._accepting(now):
+                return False
+            if any(self._known.get(key, 0.0) <= now for key in job.keys):
+                return False
+            self._claim(job.job_id)
+            self._pool.submit(READ, functools.partial(self._load_job, job.job_id, job.keys, job.host_block_ids))
+        return True
+
+    @override
+    def get_finished(self) -> list[TransferResult]:
+        """Jobs finished since the last call, each once."""
+        with self._lock:
+            finished, self._finished = self._finished, []
+        return finished
+
+    @override
+    def take_events(self) -> list[OffloadingEvent]:
+        """Blocks stored, and blocks found gone or bad, since the last call."""
+        with self._lock:
+            events, self._events = self._events, []
+        return events
+
+    @override
+    def shutdown(self) -> None:
+        """Refuse new jobs, finish those in flight, stop the threads, then close the store's client."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._answered.notify_all()
+        self._pool.shutdown()
+        self._lookup_thread.join()
+        self._close()
+
+    @abstractmethod
+    def _open(self) -> None:
+        """Connect to the store; ``ConnectionError`` when it does not answer."""
+
+    @abstractmethod
+    def _check(self) -> bool:
+        """Whether the store answers: open it if it never was, else ask it once (a probe of the breaker)."""
+
+    @abstractmethod
+    def _close(self) -> None:
+        """Close the store's client once every job is done."""
+
+    @abstractmethod
+    def _exists(self, keys: Sequence[OffloadKey]) -> Sequence[bool]:
+        """Ask the store which of ``keys`` it holds, in one batch (an error fails the whole batch)."""
+
+    @abstractmethod
+    def _store_job(self, job_id: int, blocks: dict[OffloadKey, int]) -> None:
+        """Write ``blocks`` (key to host block), then report with :meth:`_end_store`."""
+
+    @abstractmethod
+    def _load_job(self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int]) -> None:
+        """Read ``keys`` into ``host_ids`` checking every value, then report with :meth:`_end_load`."""
+
+    @abstractmethod
+    def _classify(self, error: BaseException) -> Fault | None:
+        """What ``error`` of a call says of the store; ``None`` for an error that is no fault of the store."""
+
+    def _describe(self, error: BaseException) -> str:
+        """``error`` in one line for the log."""
+        return f"{type(error).__name__}: {error}"
+
+    def _breaks(self) -> bool:
+        """Whether a fault opens the breaker (a store of one server); a cluster fails only the keys of a node that is down."""
+        return True
+
+    def _expires(self, now: float) -> float:
+        """Until when a key found present at ``now`` is known present."""
+        return NEVER
+
+    def _accepting(self, now: float) -> bool:
+        """Whether jobs may start; probes the store when it is down. Lock held."""
+        if self._closed:
+            return False
+        if not self._healthy:
+            self._probe_locked(now)
+            return False
+        return True
+
+    def _claim(self, job_id: int) -> None:
+        if job_id in self._active_jobs:
+            raise ValueError(f"job id {job_id} is still in flight on {self!r}: give each job a new id")
+        self._active_jobs.add(job_id)
+
+    def _end_store(self, job_id: int, keys: Sequence[OffloadKey], started: float, *, error: BaseException | None, stored: bool) -> None:
+        """Report a store job: ``keys`` known present if every value was ``stored``, else the job failed."""
+        seconds = time.perf_counter() - started
+        expires = self._expires(time.monotonic())
+        with self._lock:
+            for key in keys:
+                if self._storing.get(key) == job_id:
+                    del self._storing[key]
+            if error is not None:
+                self._fault_locked(error, f"store job {job_id}")
+            if error is not None or not stored:
+                self._finish(job_id, False, 0, seconds)
+                return
+            for key in keys:
+                self._remember(key, expires)
+            self._counters.bytes_written += len(keys) * self._block_bytes
+            self._events.append(OffloadingEvent(keys, self._medium, removed=False))
+            self._finish(job_id, True, len(keys) * self._block_bytes, seconds)
+
+    def _reject(self, outcome: LoadOutcome, key: OffloadKey, error: BadValueError) -> None:
+        """Count the value of ``key`` as bad, logging why (a value of another identity once per identity)."""
+        if error.identity_mismatch:
+            self._mismatches.record(f"the value of key {key.hex()}")
+        else:
+            self._log.warning("%s: value of key %s is bad: %s", self._name, key.hex(), error)
+        outcome.bad.append(key)
+        outcome.checksum_failures += error.checksum_failed
+        outcome.mismatches += error.identity_mismatch
+
+    def _end_load(self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int], started: float, outcome: LoadOutcome) -> None:
+        """Report a load job; any key gone, bad or unreachable fails it, its host blocks then all zero-filled and the keys forgotten."""
+        lost = [*outcome.gone, *outcome.bad, *outcome.unreachable]
+        success = outcome.error is None and not lost
+        if not success:
+            for host_id in host_ids:
+                self._host[host_id].zero_()
+        seconds = time.perf_counter() - started
+        with self._lock:
+            for key in lost:
+                self._known.pop(key, None)
+            if lost:
+                self._events.append(OffloadingEvent(lost, self._medium, removed=True))
+            self._counters.evicted += len(outcome.gone)
+            self._counters.checksum_failures += outcome.checksum_failures
+            self._counters.rejected_values += len(outcome.bad) - outcome.checksum_failures - outcome.mismatches
+            self._counters.identity_mismatches += outcome.mismatches
+            if outcome.error is not None:
+                self._fault_locked(outcome.error, f"load job {job_id}")
+            transferred = len(keys) * self._block_bytes if success else 0
+            self._counters.bytes_read += transferred
+            self._finish(job_id, success, transferred, seconds)
+
+    def _lookup_loop(self) -> None:
+        """Ask for the keys queued since the last batch with one call of :meth:`_exists`, until shutdown."""
+        while True:
+            with self._lock:
+                self._answered.wait_for(lambda: bool(self._queued) or self._closed)
+                if self._closed:
+                    return
+                batch = self._queued[:_LOOKUP_BATCH]
+                del self._queued[:_LOOKUP_BATCH]
+                self._counters.lookup_batches += 1
+                self._counters.lookups_sent += len(batch)
+            self._ask(batch)
+
+    def _ask(self, batch: Sequence[OffloadKey]) -> None:
+        present: Sequence[bool] = ()
+        error: BaseException | None = None
+        try:
+            present = self._exists(batch)
+        except Exception as exc:
+            error = exc
+        now = time.monotonic()
+        expires = self._expires(now)
+        with self._lock:
+            if error is not None:
+                self._fault_locked(error, "lookup")
+            for i, key in enumerate(batch):
+                if self._asking.pop(key, None) is None:
+                    continue
+                if i < len(present) and present[i]:
+                    if key not in self._storing:
+                        self._remember(key, expires)
+                else:
+                    self._absent[key] = now
+            if len(self._absent) > _LOOKUP_BATCH:
+                horizon = now - self._lookup_timeout
+                self._absent = {k: t for k, t in self._absent.items() if t >= horizon}
+            self._answered.notify_all()
+
+    def _remember(self, key: OffloadKey, expires: float) -> None:
+        """Know ``key`` present until ``expires``; the least recently used beyond the bound are forgotten. Lock held."""
+        self._known[key] = expires
+        self._known.move_to_end(key)
+        if len(self._known) > _KNOWN_KEYS:
+            self._known.popitem(last=False)
+
+    def _fault_locked(self, error: BaseException, what: str) -> None:
+        """Count a call that failed; one that says the store did not answer opens the breaker. Lock held."""
+        self._log.warning("%s: %s failed: %s", self._name, what, self._describe(error))
+        fault = self._classify(error)
+        if fault is None:
+            return
+        if fault is Fault.TIMEOUT:
+            self._counters.timeouts += 1
+        else:
+            self._counters.connection_errors += 1
+        if self._breaks():
+            self._healthy = False
+
+    def _probe_locked(self, now: float) -> None:
+        """Queue a probe (:meth:`_check`) at most every ``retry_interval`` seconds while unhealthy. Lock held."""
+        if self._probing or self._closed or now - self._last_probe < self._retry_interval:
+            return
+        self._probing = True
+        self._last_probe = now
+        self._pool.submit(BACKGROUND, self._probe)
+
+    def _probe(self) -> None:
+        ok = False
+        try:
+            ok = self._check()
+        except Exception as exc:
+            self._log.info("%s: %s still does not answer: %s", self._name, self._where, self._describe(exc))
+        with self._lock:
+            self._probing = False
+            if ok and not self._healthy:
+                self._healthy = True
+                self._counters.reconnects += 1
+
+    def _finish(self, job_id: int, success: bool, transfer_bytes: int, seconds: float) -> None:
+        """Report a job as finished. Lock held."""
+        if not success:
+            self._counters.failed_jobs += 1
+        self._finished.append(TransferResult(job_id, success, transfer_bytes, seconds))
+        self._active_jobs.discard(job_id)
