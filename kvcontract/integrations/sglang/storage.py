@@ -59,7 +59,7 @@ from kvcontract.integrations.sglang.options import (
 from kvcontract.integrations.sglang.page_table import HostPool, PageTable, StagingRows, page_table
 from kvcontract.managers import TierStats
 from kvcontract.metrics import MetricSample, tier_samples
-from kvcontract.tiers import FileTier, RedisTier
+from kvcontract.tiers import FileTier, MooncakeTier, RedisTier
 
 if TYPE_CHECKING:
     from kvcontract.integrations.sglang.hicache_api import StorageMetrics
@@ -509,7 +509,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
             counts = dict(self._counts)
         tier = self._tier
         checksum_failures = identity_mismatches = 0
-        if isinstance(tier, (FileTier, RedisTier)):
+        if isinstance(tier, (FileTier, RedisTier, MooncakeTier)):
             checks = tier.stats()
             checksum_failures, identity_mismatches = checks.checksum_failures, checks.identity_mismatches
         return TierStats("sglang", **counts, checksum_failures=checksum_failures, identity_mismatches=identity_mismatches)
