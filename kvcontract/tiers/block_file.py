@@ -20,7 +20,6 @@ import os
 import shutil
 import stat
 import struct
-import sys
 import uuid
 from dataclasses import dataclass
 
@@ -284,7 +283,4 @@ def _remove_entry(location: BlockLocation, found: os.stat_result) -> None:
 
 def remove_directory(directory: int, name: str) -> None:
     """Remove the directory ``name`` in ``directory`` and all it holds, following no symlink."""
-    if sys.version_info >= (3, 11):
-        shutil.rmtree(name, dir_fd=directory)
-    else:  # pragma: no cover - Python 3.10 has no rmtree(dir_fd=): the directory is moved out of the way
-        os.replace(name, f".{os.getpid()}.{uuid.uuid4().hex}{TEMP_SUFFIX}", src_dir_fd=directory, dst_dir_fd=directory)
+    shutil.rmtree(name, dir_fd=directory)

@@ -13,7 +13,15 @@ from typing import Protocol, TypeVar
 import pytest
 import torch
 
-from kvcontract import BlockIdentity, CachePolicy, LookupResult, OffloadKey, SecondaryTier, TransferResult, make_offload_key
+from kvcontract import (
+    BlockIdentity,
+    CachePolicy,
+    LookupResult,
+    OffloadKey,
+    SecondaryTier,
+    TransferResult,
+    make_offload_key,
+)
 from kvcontract.testing import example_identity
 from kvcontract.tiers import FileTier
 

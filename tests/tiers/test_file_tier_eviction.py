@@ -12,8 +12,8 @@ from kvcontract.policies import available_policies
 from kvcontract.tiers import FileTier, block_file
 from kvcontract.tiers.block_dir import BlockDirectory
 from tests.tiers.conftest import (
-    FINGERPRINT,
     DELETE_BLOCK,
+    FINGERPRINT,
     READ_BLOCK,
     WRITE_BLOCK,
     Gate,

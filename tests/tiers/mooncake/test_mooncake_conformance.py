@@ -7,9 +7,9 @@ import itertools
 import torch
 
 from kvcontract import OffloadKey, SecondaryTier
+from kvcontract.testing import check_tier
 from kvcontract.tiers import MooncakeTier
 from kvcontract.tiers.store_value import encode_value
-from kvcontract.testing import check_tier
 from tests.tiers.mooncake.conftest import tier_on
 from tests.tiers.mooncake.support import MooncakeStore
 
