@@ -24,7 +24,9 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 def tests(session: nox.Session) -> None:
     """The README's test command, Redis and vLLM tests skipped as on any machine without them."""
     wheels = os.environ.get("KVCONTRACT_TORCH_WHEELS")
-    source = ["--find-links", wheels] if wheels else ["--index-url", os.environ.get("KVCONTRACT_TORCH_INDEX", CPU_INDEX)]
+    source = (
+        ["--find-links", wheels] if wheels else ["--index-url", os.environ.get("KVCONTRACT_TORCH_INDEX", CPU_INDEX)]
+    )
     session.install(TORCH, *source)  # the +cpu label matches no CUDA wheel on PyPI
     session.run("python", "-c", "import torch; assert torch.version.cuda is None, torch.__version__")
     session.install("-e", ".[testing,plot,metrics]", "--config-settings", "editable_mode=compat")

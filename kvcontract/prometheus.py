@@ -25,7 +25,9 @@ def _client() -> None:
     try:
         importlib.import_module("prometheus_client")
     except ImportError:
-        raise MissingExtraError("metrics need prometheus-client: pip install 'kvcontract[metrics]'", extra="metrics") from None
+        raise MissingExtraError(
+            "metrics need prometheus-client: pip install 'kvcontract[metrics]'", extra="metrics"
+        ) from None
 
 
 class _Bridge:
@@ -42,21 +44,27 @@ class _Bridge:
             labels = dict(sample.labels)
             family = families.get(sample.name)
             if sample.kind == "histogram":
-                histogram = family if isinstance(family, HistogramMetricFamily) else HistogramMetricFamily(
-                    sample.name, sample.documentation, labels=list(labels)
+                histogram = (
+                    family
+                    if isinstance(family, HistogramMetricFamily)
+                    else HistogramMetricFamily(sample.name, sample.documentation, labels=list(labels))
                 )
                 buckets = [("+Inf" if bound == float("inf") else str(bound), count) for bound, count in sample.buckets]
                 histogram.add_metric(list(labels.values()), buckets, sample.value)
                 families[sample.name] = histogram
             elif sample.kind == "counter":
-                counter = family if isinstance(family, CounterMetricFamily) else CounterMetricFamily(
-                    sample.name, sample.documentation, labels=list(labels)
+                counter = (
+                    family
+                    if isinstance(family, CounterMetricFamily)
+                    else CounterMetricFamily(sample.name, sample.documentation, labels=list(labels))
                 )
                 counter.add_metric(list(labels.values()), sample.value)
                 families[sample.name] = counter
             else:
-                gauge = family if isinstance(family, GaugeMetricFamily) else GaugeMetricFamily(
-                    sample.name, sample.documentation, labels=list(labels)
+                gauge = (
+                    family
+                    if isinstance(family, GaugeMetricFamily)
+                    else GaugeMetricFamily(sample.name, sample.documentation, labels=list(labels))
                 )
                 gauge.add_metric(list(labels.values()), sample.value)
                 families[sample.name] = gauge

@@ -17,8 +17,14 @@ def tiered(tmp_path: Path, **transfer: object) -> KVContractConfig:
     """A primary of ``CAPACITY`` small blocks over one file tier under ``tmp_path``."""
     return KVContractConfig.model_validate(
         {
-            "kv_layout": {"num_layers": 1, "block_tokens": 16, "offload_block_tokens": 16,
-                          "num_kv_heads": 1, "head_dim": 8, "dtype": "float16"},
+            "kv_layout": {
+                "num_layers": 1,
+                "block_tokens": 16,
+                "offload_block_tokens": 16,
+                "num_kv_heads": 1,
+                "head_dim": 8,
+                "dtype": "float16",
+            },
             "manager": {
                 "kind": "tiering",
                 "primary": {"capacity": CAPACITY},

@@ -10,10 +10,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted(
-    [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "CONTRIBUTING.md", ROOT / "mkdocs.yml", *ROOT.glob("docs/**/*.md"), *ROOT.glob("examples/*/README.md")]
+    [
+        ROOT / "README.md",
+        ROOT / "CHANGELOG.md",
+        ROOT / "CONTRIBUTING.md",
+        ROOT / "mkdocs.yml",
+        *ROOT.glob("docs/**/*.md"),
+        *ROOT.glob("examples/*/README.md"),
+    ]
 )
 _PLACEHOLDER = re.compile(r"https?://[\w.-]*example\.(invalid|com|org)\b")
-_NAMED_FILE = re.compile(r"`((?:docs|examples|tools|requirements)/[\w./-]+\.\w+|CHANGELOG\.md|README\.md|CONTRIBUTING\.md|LICENSE)`")
+_NAMED_FILE = re.compile(
+    r"`((?:docs|examples|tools|requirements)/[\w./-]+\.\w+|CHANGELOG\.md|README\.md|CONTRIBUTING\.md|LICENSE)`"
+)
 _RELATIVE_LINK = re.compile(r"\]\((?!https?://|#)([^)#\s]+)")
 
 
@@ -22,7 +31,9 @@ def test_no_page_links_a_placeholder_address(page: Path) -> None:
     assert _PLACEHOLDER.findall(page.read_text(encoding="utf-8")) == []
 
 
-@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "CONTRIBUTING.md", *ROOT.glob("examples/*/README.md")])
+@pytest.mark.parametrize(
+    "page", [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "CONTRIBUTING.md", *ROOT.glob("examples/*/README.md")]
+)
 def test_the_files_a_top_page_names_exist(page: Path) -> None:
     text = page.read_text(encoding="utf-8")
     named = {name for name in _NAMED_FILE.findall(text)} | set(_RELATIVE_LINK.findall(text))
@@ -30,6 +41,8 @@ def test_the_files_a_top_page_names_exist(page: Path) -> None:
     assert missing == []
 
 
-@pytest.mark.parametrize("example", sorted(path for path in (ROOT / "examples").iterdir() if path.is_dir()), ids=lambda path: path.name)
+@pytest.mark.parametrize(
+    "example", sorted(path for path in (ROOT / "examples").iterdir() if path.is_dir()), ids=lambda path: path.name
+)
 def test_every_example_has_a_readme(example: Path) -> None:
     assert (example / "README.md").is_file()

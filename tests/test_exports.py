@@ -41,10 +41,7 @@ _NAME = re.compile(r"`(\w+)`")
 
 def documented() -> dict[str, list[str]]:
     """Package -> the names its "exports" line on the API page gives, in page order."""
-    return {
-        package: _NAME.findall(names)
-        for package, names in _LINE.findall(API_PAGE.read_text(encoding="utf-8"))
-    }
+    return {package: _NAME.findall(names) for package, names in _LINE.findall(API_PAGE.read_text(encoding="utf-8"))}
 
 
 DOCUMENTED = documented()

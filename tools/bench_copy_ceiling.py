@@ -70,9 +70,7 @@ def use_c_loop(library: ctypes.CDLL) -> None:
     copy_runs.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 4
 
     def copy_pages(self: ThreadCopyEngine, pages: Pages) -> None:
-        dst, src, sizes = (
-            np.asarray(column, dtype=np.int64) for column in (pages.dst, pages.src, pages.sizes)
-        )
+        dst, src, sizes = (np.asarray(column, dtype=np.int64) for column in (pages.dst, pages.src, pages.sizes))
         # the offsets of ``pages`` count from the start of the engine's span
         base = ctypes.addressof(ctypes.c_char.from_buffer(self._span))
         copy_runs(sizes.size, dst.ctypes.data, src.ctypes.data, sizes.ctypes.data, base)
@@ -84,9 +82,7 @@ CopyLoop = Callable[[ThreadCopyEngine, Pages], None]
 REPS = 5
 
 
-def cpu_rounds(
-    rounds: int, pages: Sequence[int], batches: Sequence[int], c_loop: CopyLoop, compiled: bool
-) -> None:
+def cpu_rounds(rounds: int, pages: Sequence[int], batches: Sequence[int], c_loop: CopyLoop, compiled: bool) -> None:
     """Print, per cell, engine / memmove, C loop / memmove and engine / C loop in CPU time.
 
     Jobs over 128 MiB are skipped, as in ``bench_transfer``: their ``memmove`` takes glibc's
@@ -155,9 +151,7 @@ def cpu_rounds(
             [t[2] / t[1] for t in times],
             [t[1] / t[0] for t in times],
         )
-        text = ", ".join(
-            f"{statistics.median(c):.2f} ({min(c):.2f}-{max(c):.2f})" for c in columns
-        )
+        text = ", ".join(f"{statistics.median(c):.2f} ({min(c):.2f}-{max(c):.2f})" for c in columns)
         print(f"{bench_transfer._size(page)} {batch} {direction.value}: {text}")
 
 

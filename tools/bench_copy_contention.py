@@ -107,16 +107,10 @@ def measure(page: int, batch: int, seconds: float, compiled_loop: bool | None) -
 def main(argv: Sequence[str]) -> int:
     """Measure each page size and print one table."""
     parser = argparse.ArgumentParser(description="CPU store jobs beside a busy Python thread.")
-    parser.add_argument(
-        "--pages", type=page_sizes, default="16K,256K,2M", help="page sizes, e.g. 16K,2M"
-    )
-    parser.add_argument(
-        "--batch", type=int, help=f"blocks per job (default: {JOB_BYTES // MIB} MiB a job)"
-    )
+    parser.add_argument("--pages", type=page_sizes, default="16K,256K,2M", help="page sizes, e.g. 16K,2M")
+    parser.add_argument("--batch", type=int, help=f"blocks per job (default: {JOB_BYTES // MIB} MiB a job)")
     parser.add_argument("--seconds", type=float, default=2.0, help="how long each page size runs")
-    parser.add_argument(
-        "--python-loop", action="store_true", help="copy with the Python loop, not the compiled one"
-    )
+    parser.add_argument("--python-loop", action="store_true", help="copy with the Python loop, not the compiled one")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     loop = "Python" if args.python_loop or compiled_copy_runs is None else "compiled"

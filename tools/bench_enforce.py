@@ -55,15 +55,11 @@ class NullManager(OffloadingManager):
         return None
 
     @override
-    def prepare_store(
-        self, keys: Sequence[OffloadKey], req_context: ReqContext
-    ) -> PrepareStoreOutput | None:
+    def prepare_store(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> PrepareStoreOutput | None:
         return None
 
     @override
-    def complete_store(
-        self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True
-    ) -> None:
+    def complete_store(self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True) -> None:
         return None
 
     @override

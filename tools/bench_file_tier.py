@@ -217,9 +217,7 @@ def bench_block_size(
 
 def main() -> None:
     """Run the benchmark for each block size and print one table."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--block-sizes", default="128KiB,512KiB,2MiB,8MiB", help="comma-separated sizes")
     parser.add_argument("--total", type=parse_size, default="256MiB", help="bytes per block size")
     parser.add_argument("--threads", default="1,4,8", help="comma-separated I/O thread counts of the tier")
@@ -239,9 +237,7 @@ def main() -> None:
         runs = [
             run
             for block_bytes in block_sizes
-            for run in bench_block_size(
-                workdir, block_bytes, args.total, threads, args.job_blocks, args.repeat, caches
-            )
+            for run in bench_block_size(workdir, block_bytes, args.total, threads, args.job_blocks, args.repeat, caches)
         ]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -51,7 +51,9 @@ def traces(names: Sequence[str], conversation: Path) -> dict[str, list[list[int]
 def kvcontract_hit_ratio(requests: list[list[int]], capacity: int, policy: str, threshold: int) -> float:
     """Hit ratio of a kvcontract manager with ``policy``, storing on the ``threshold``-th offer."""
     manager = CPUOffloadingManager(capacity, policy)
-    report = replay(manager if threshold == 1 else FilterReusedOffloadingManager(manager, store_threshold=threshold), requests)
+    report = replay(
+        manager if threshold == 1 else FilterReusedOffloadingManager(manager, store_threshold=threshold), requests
+    )
     return report.hit_ratio
 
 
@@ -107,9 +109,13 @@ def print_table(console: Console, trace: str, requests: list[list[int]], curves:
     if any(name.startswith("vLLM") for name in curves):
         table.add_section()
         for side in ("kvcontract", "vLLM"):
-            table.add_row(f"best {side}", *(
-                "{1:.4f} ({0})".format(*best(curves, side, fraction)).replace(f"{side} ", "") for fraction in FRACTIONS
-            ))
+            table.add_row(
+                f"best {side}",
+                *(
+                    "{1:.4f} ({0})".format(*best(curves, side, fraction)).replace(f"{side} ", "")
+                    for fraction in FRACTIONS
+                ),
+            )
     console.print(table)
 
 
@@ -146,11 +152,23 @@ def plot(results: dict[str, dict[str, dict[float, float]]], path: Path) -> None:
                     continue  # one label for a point both sides reach with the same configuration
                 offset = (0, 7) if side == "kvcontract" and not tied else (0, -12)  # below: the optimum lies above
                 axis.annotate(
-                    f"{name} (both)" if tied else name, (x, ratio), textcoords="offset points", xytext=offset,
-                    ha="center", fontsize=7, color=style["color"],
+                    f"{name} (both)" if tied else name,
+                    (x, ratio),
+                    textcoords="offset points",
+                    xytext=offset,
+                    ha="center",
+                    fontsize=7,
+                    color=style["color"],
                 )
         optimum = curves["offline optimum"]
-        axis.plot(xs, [optimum[fraction] for fraction in FRACTIONS], color="black", linestyle="--", marker="s", label="offline optimum")
+        axis.plot(
+            xs,
+            [optimum[fraction] for fraction in FRACTIONS],
+            color="black",
+            linestyle="--",
+            marker="s",
+            label="offline optimum",
+        )
         highest = max([*optimum.values(), *(ratio for points in sides.values() for _name, ratio in points)])
         axis.set_title(trace)
         axis.set_xticks(xs)
@@ -159,7 +177,7 @@ def plot(results: dict[str, dict[str, dict[float, float]]], path: Path) -> None:
         axis.set_ylabel("hit ratio")
         axis.set_ylim(0, min(1.05, math.ceil(highest * 1.15 * 20) / 20))  # each panel's own range: they differ fivefold
         axis.grid(alpha=0.3)
-    for axis in list(axes.flat)[len(results):]:
+    for axis in list(axes.flat)[len(results) :]:
         axis.set_visible(False)
     handles, labels = axes[0][0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, bbox_to_anchor=(0.5, -0.02))
@@ -191,8 +209,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     results: dict[str, dict[str, dict[float, float]]] = {}
     if options.from_results is not None:
         saved: dict[str, dict[str, dict[str, float]]] = json.loads(options.from_results.read_text())
-        results |= {trace: {name: {float(fraction): ratio for fraction, ratio in curve.items()} for name, curve in curves.items()}
-                   for trace, curves in saved.items() if trace in names}
+        results |= {
+            trace: {
+                name: {float(fraction): ratio for fraction, ratio in curve.items()} for name, curve in curves.items()
+            }
+            for trace, curves in saved.items()
+            if trace in names
+        }
         plot(results, options.plot or Path("hit_ratio.png"))
         return
     configure(checks=False)

@@ -124,9 +124,23 @@ def run_lint(tree: str, runs: int, jobs: int) -> LintRun:
             cpu_before = _cpu_children()
             start = time.perf_counter()
             done = subprocess.run(
-                [sys.executable, "-m", "kvcontract.lint.cli", "--select", "KVC001", "--format", "json",
-                 "--target-version", f"{sys.version_info.major}.{sys.version_info.minor}", "--jobs", str(jobs), tree],
-                capture_output=True, text=True, cwd=scratch,
+                [
+                    sys.executable,
+                    "-m",
+                    "kvcontract.lint.cli",
+                    "--select",
+                    "KVC001",
+                    "--format",
+                    "json",
+                    "--target-version",
+                    f"{sys.version_info.major}.{sys.version_info.minor}",
+                    "--jobs",
+                    str(jobs),
+                    tree,
+                ],
+                capture_output=True,
+                text=True,
+                cwd=scratch,
             )
             seconds = time.perf_counter() - start
             if done.returncode not in (0, 1):
@@ -223,7 +237,9 @@ class Explainer:
             return "file not checked by kvcontract-lint"
         summary = parsed.summary
         if summary.error is not None:
-            return f"file does not parse with the Python {sys.version_info.major}.{sys.version_info.minor} parser (KVC000)"
+            return (
+                f"file does not parse with the Python {sys.version_info.major}.{sys.version_info.minor} parser (KVC000)"
+            )
         found = self._method(summary, line)
         if found is None:
             return "no method of a reachable class at this line for kvcontract-lint"
@@ -238,7 +254,9 @@ class Explainer:
         if side == "pyright":
             for base_expr, base in zip(cls.bases, self.resolver.bases(info)):
                 if isinstance(base, Unknown) and isinstance(base_expr, Ref) and not base_expr.attrs:
-                    binding = summary.bindings[base_expr.cands[0]] if base_expr.cands and base_expr.cands[0] >= 0 else None
+                    binding = (
+                        summary.bindings[base_expr.cands[0]] if base_expr.cands and base_expr.cands[0] >= 0 else None
+                    )
                     if binding is not None and ".<locals>." in getattr(binding, "qualname", ""):
                         return "base is a local variable or parameter whose class pyright infers by narrowing (isinstance/issubclass); the lint reports KVC007"
             if isinstance(member, Unknown):
@@ -247,13 +265,17 @@ class Explainer:
         if _IGNORE_COMMENT.search(self.source_line(path, line)):
             return "the line carries a '# type: ignore' or '# pyright: ignore' comment: pyright drops every diagnostic on it"
         if self._pyright_skips_decorator(summary, defs):
-            return ("decorated with a decorator pyright types as a non-function (functools.cached_property, lru_cache, "
-                    "contextmanager, a class used as decorator, a wrapper without the original signature): pyright "
-                    "skips such methods, the lint counts them")
+            return (
+                "decorated with a decorator pyright types as a non-function (functools.cached_property, lru_cache, "
+                "contextmanager, a class used as decorator, a wrapper without the original signature): pyright "
+                "skips such methods, the lint counts them"
+            )
         if self._through_submodule(summary, cls):
-            return ("base named through 'pkg.sub' attribute access: pyright resolves a submodule attribute only when that "
-                    "file imports 'pkg.sub' or pkg/__init__ binds it by a relative import (or, in a stub, re-exports it); "
-                    "it exists at run time")
+            return (
+                "base named through 'pkg.sub' attribute access: pyright resolves a submodule attribute only when that "
+                "file imports 'pkg.sub' or pkg/__init__ binds it by a relative import (or, in a stub, re-exports it); "
+                "it exists at run time"
+            )
         if defs[0].name == "__eq__" and cls.decorators:
             return "'__eq__' of a dataclass: pyright replaces it by the dataclass's synthesized '__eq__' and does not check it"
         if isinstance(member, ClassInfo) and member.summary is not None and _is_stdlib_source(member.summary.path):
@@ -280,7 +302,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run both tools on the tree and print the comparison."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tree", default=DEFAULT_TREE, help="source tree to check (default: installed torch)")
-    parser.add_argument("--pyright-cache", default="/tmp/kvcontract_bench_pyright.json", help="where pyright's JSON is cached")
+    parser.add_argument(
+        "--pyright-cache", default="/tmp/kvcontract_bench_pyright.json", help="where pyright's JSON is cached"
+    )
     parser.add_argument("--rerun-pyright", action="store_true", help="run pyright even if its output is cached")
     parser.add_argument("--runs", type=int, default=3, help="kvcontract-lint runs; the best time counts")
     parser.add_argument("--jobs", type=int, default=default_jobs(), help="kvcontract-lint worker processes")
@@ -294,9 +318,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     only_pyright = sorted(pyright.findings - lint.findings)
     only_lint = sorted(lint.findings - pyright.findings)
 
-    print(f"tree: {tree} ({lint.files} .py files, {lint.lines:,} lines); pyright {pyright.version}; {args.jobs} worker(s)")
+    print(
+        f"tree: {tree} ({lint.files} .py files, {lint.lines:,} lines); pyright {pyright.version}; {args.jobs} worker(s)"
+    )
     print(f"pyright (reportImplicitOverride only)  {pyright.seconds:8.2f} s")
-    print(f"kvcontract-lint --select KVC001        {lint.seconds:8.2f} s wall (best of {args.runs}), {lint.cpu_seconds:.2f} s CPU")
+    print(
+        f"kvcontract-lint --select KVC001        {lint.seconds:8.2f} s wall (best of {args.runs}), {lint.cpu_seconds:.2f} s CPU"
+    )
     print(f"speed ratio                            {pyright.seconds / lint.seconds:8.1f} x")
     print(f"lines/s per core (wall x {args.jobs} cores)     {lint.lines / (lint.seconds * args.jobs):10,.0f}")
     print(f"lines/s per CPU second                 {lint.lines / max(lint.cpu_seconds, 1e-9):10,.0f}")

@@ -60,9 +60,7 @@ class Measurement:
     us_on: float
 
 
-def measure(
-    policy: str, capacity: int, segments: Sequence[Sequence[TraceRequest]], repeats: int
-) -> Measurement:
+def measure(policy: str, capacity: int, segments: Sequence[Sequence[TraceRequest]], repeats: int) -> Measurement:
     """Replay ``segments`` in order through one manager per run, checks off then on, ``repeats`` times.
 
     Alternating the two modes lets both see the same load on the machine; each segment
@@ -157,7 +155,15 @@ def print_peer_table(console: Console, results: dict[tuple[str, float], PeerMeas
         title=f"kvcontract against vLLM {metadata.version('vllm')}'s CPUOffloadingManager (same loop, checks off)",
         caption=f"µs/block: median CPU time per requested block over {rounds} interleaved rounds; ratio: median per-round vLLM / kvcontract.",
     )
-    for column in ("policy", "capacity", "kvcontract µs/block", "vLLM µs/block", "vLLM / kvcontract", "hit kvcontract", "hit vLLM"):
+    for column in (
+        "policy",
+        "capacity",
+        "kvcontract µs/block",
+        "vLLM µs/block",
+        "vLLM / kvcontract",
+        "hit kvcontract",
+        "hit vLLM",
+    ):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for (policy, fraction), result in results.items():
         table.add_row(
@@ -192,7 +198,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (default 3)")
     parser.add_argument("--segment", type=int, default=1000, help="requests per timed segment (default 1000)")
     parser.add_argument("--policies", default=",".join(BUILT_IN), help="comma-separated policy names")
-    parser.add_argument("--peer", action="store_true", help="also replay vLLM's own manager (lru, arc) as a peer column")
+    parser.add_argument(
+        "--peer", action="store_true", help="also replay vLLM's own manager (lru, arc) as a peer column"
+    )
     parser.add_argument("--peer-only", action="store_true", help="print only the peer comparison")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the peer comparison (default 5)")
     options = parser.parse_args(argv)

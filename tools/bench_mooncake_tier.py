@@ -70,7 +70,18 @@ def _timed(run: Callable[[], None]) -> tuple[float, float]:
 def throughput(rounds: int, min_bytes: int, io_threads: int, block_sizes: Sequence[int], console: Console) -> None:
     """Median tier/raw ratios of store and load throughput (wall clock and process CPU) for every block size and job size."""
     table = Table(title=f"Mooncake tier against the raw client ({rounds} interleaved rounds, median)")
-    for column in ("block", "job", "store GB/s tier", "raw", "ratio", "CPU ratio", "load GB/s tier", "raw", "ratio", "CPU ratio"):
+    for column in (
+        "block",
+        "job",
+        "store GB/s tier",
+        "raw",
+        "ratio",
+        "CPU ratio",
+        "load GB/s tier",
+        "raw",
+        "ratio",
+        "CPU ratio",
+    ):
         table.add_column(column, justify="right")
     with tempfile.TemporaryDirectory() as workdir:
         store = MooncakeStore(Path(workdir), segment_bytes=4 * min_bytes + (256 << 20), lease_ms=10_000)

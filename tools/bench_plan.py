@@ -59,7 +59,9 @@ def main() -> None:
         ratios.append(curve_seconds / replay_seconds)
         print(f"round: curve {curve_seconds:.3f} s, one replay {replay_seconds:.3f} s, ratio {ratios[-1]:.2f}")
     console = Console()
-    console.print(f"LRU curve at {len(grid)} capacities / one replay: median {statistics.median(ratios):.2f} (target <= 3)")
+    console.print(
+        f"LRU curve at {len(grid)} capacities / one replay: median {statistics.median(ratios):.2f} (target <= 3)"
+    )
     one_pass = statistics.median(exact_seconds)
     title = f"SHARDS against the exact LRU curve ({len(grid)} capacities, 1%..50% of unique blocks)"
     table = Table(title=title)

@@ -112,9 +112,7 @@ def _measure(
     try:
         for round_ in range(rounds):
             server.command("FLUSHALL")
-            keys = [
-                [_key(round_, j, i) for i in range(job_blocks)] for j in range(jobs)
-            ]
+            keys = [[_key(round_, j, i) for i in range(job_blocks)] for j in range(jobs)]
             raw_names = [[b"raw:" + k for k in job] for job in keys]
 
             def tier_store() -> None:

@@ -55,21 +55,45 @@ def host_pool(layers: int, page_tokens: int, pages: int) -> Any:
     v = tuple(torch.zeros(tokens, HEADS, HEAD_DIM, dtype=torch.bfloat16) for _ in range(layers))
     pointers = [torch.tensor([t.data_ptr() for t in side], dtype=torch.uint64) for side in (k, v)]
     info = pools.MHABufferInfo(
-        buffers=pools.KVBuffers(k=k, v=v, k_data_ptrs=pointers[0], v_data_ptrs=pointers[1], layout=pools.KVBufferLayout.NHD),
-        page_size=page_tokens, head_num=HEADS, head_dim=HEAD_DIM, v_head_dim=HEAD_DIM, dtype=torch.bfloat16,
+        buffers=pools.KVBuffers(
+            k=k, v=v, k_data_ptrs=pointers[0], v_data_ptrs=pointers[1], layout=pools.KVBufferLayout.NHD
+        ),
+        page_size=page_tokens,
+        head_num=HEADS,
+        head_dim=HEAD_DIM,
+        v_head_dim=HEAD_DIM,
+        dtype=torch.bfloat16,
         device=torch.device("cpu"),
     )
     return mha.MHATokenToKVPoolHost(
-        info, 1.0, 0, page_tokens, "page_first", pin_memory=False, device="cpu", device_capacity_tokens=tokens,
-        start_layer=0, end_layer=layers - 1, host_token_capacity=(pages + 2) * page_tokens,
+        info,
+        1.0,
+        0,
+        page_tokens,
+        "page_first",
+        pin_memory=False,
+        device="cpu",
+        device_capacity_tokens=tokens,
+        start_layer=0,
+        end_layer=layers - 1,
+        host_token_capacity=(pages + 2) * page_tokens,
     )
 
 
 def storage_config(extra: dict[str, object]) -> Any:
     hicache = importlib.import_module("sglang.srt.mem_cache.hicache_storage")
     return hicache.HiCacheStorageConfig(
-        tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1, is_mla_model=False,
-        enable_storage_metrics=False, is_page_first_layout=True, model_name="bench/model", extra_config=extra,
+        tp_rank=0,
+        tp_size=1,
+        pp_rank=0,
+        pp_size=1,
+        attn_cp_rank=0,
+        attn_cp_size=1,
+        is_mla_model=False,
+        enable_storage_metrics=False,
+        is_page_first_layout=True,
+        model_name="bench/model",
+        extra_config=extra,
     )
 
 
@@ -94,7 +118,9 @@ def main() -> int:
     parser.add_argument("--pages", type=int, default=64, help="pages per round (SGLang's calls take 128 at most)")
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--page-tokens", type=int, default=32)
-    parser.add_argument("--dir", type=Path, default=None, help="where both backends keep their files (a temporary directory)")
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="where both backends keep their files (a temporary directory)"
+    )
     args = parser.parse_args()
     cache = importlib.import_module("sglang.srt.managers.cache_controller").HiCacheController
     hicache = importlib.import_module("sglang.srt.mem_cache.hicache_storage")
@@ -102,11 +128,17 @@ def main() -> int:
     pages, size = args.pages, args.page_tokens
     try:
         pool = host_pool(args.layers, size, pages + DEFAULT_POOL_STAGING_PAGES + 1)  # and the backend's reserved pages
-        ours = KVContractHiCacheStorage(storage_config({
-            "backend_name": "kvcontract", "module_path": "kvcontract.integrations.sglang",
-            "class_name": "KVContractHiCacheStorage", "interface_v1": 1,
-            "kvcontract": {"tier": {"kind": "file", "path": str(root / "kvcontract"), "capacity": "64GiB"}},
-        }))
+        ours = KVContractHiCacheStorage(
+            storage_config(
+                {
+                    "backend_name": "kvcontract",
+                    "module_path": "kvcontract.integrations.sglang",
+                    "class_name": "KVContractHiCacheStorage",
+                    "interface_v1": 1,
+                    "kvcontract": {"tier": {"kind": "file", "path": str(root / "kvcontract"), "capacity": "64GiB"}},
+                }
+            )
+        )
         ours.register_mem_pool_host(pool)
         theirs = hicache.HiCacheFile(storage_config({"file_storage_path": str(root / "sglang")}))
         theirs.register_mem_pool_host(pool)
@@ -117,7 +149,9 @@ def main() -> int:
         operation = SimpleNamespace(request_id="bench", is_terminated=lambda: False)
         ctl_ours, ctl_theirs = controller(ours, pool, size), controller(theirs, pool, size)
         ratios: dict[str, list[float]] = {"store wall": [], "store cpu": [], "load wall": [], "load cpu": []}
-        seconds: dict[str, list[float]] = {f"{side} {phase}": [] for side in ("kvcontract", "sglang") for phase in ("store", "load")}
+        seconds: dict[str, list[float]] = {
+            f"{side} {phase}": [] for side in ("kvcontract", "sglang") for phase in ("store", "load")
+        }
         for number in range(args.rounds):
             keys = [hashlib.sha256(f"{number}:{i}".encode()).hexdigest() for i in range(pages)]
             sides = {
@@ -147,14 +181,19 @@ def main() -> int:
                     ratios[f"{phase} {clock}"].append(times["sglang"][at][which] / times["kvcontract"][at][which])
             assert ours.batch_exists(keys) == pages and theirs.batch_exists(keys) == pages
         megabytes = pages * page_bytes / 1e6
-        print(f"{args.rounds} rounds of {pages} pages of {page_bytes / 1e6:.2f} MB ({megabytes:.0f} MB a round), page_first, {root}")
+        print(
+            f"{args.rounds} rounds of {pages} pages of {page_bytes / 1e6:.2f} MB ({megabytes:.0f} MB a round), page_first, {root}"
+        )
         print("kvcontract throughput / SGLang file backend throughput, median over rounds (target >= 0.8):")
         ok = True
         for name, values in ratios.items():
             median = statistics.median(values)
             ok &= median >= TARGET
             print(f"  {name:<10} {median:6.2f}   (rounds: {' '.join(f'{v:.2f}' for v in values)})")
-        print("wall seconds per round, median: " + ", ".join(f"{name} {statistics.median(values) * 1e3:.1f} ms" for name, values in seconds.items()))
+        print(
+            "wall seconds per round, median: "
+            + ", ".join(f"{name} {statistics.median(values) * 1e3:.1f} ms" for name, values in seconds.items())
+        )
         ours.close()
         return 0 if ok else 1
     finally:

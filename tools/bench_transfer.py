@@ -69,9 +69,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--k", type=int, default=1, help="GPU blocks per offload block")
     parser.add_argument("--mapping", choices=("random", "sequential"), default="random")
     parser.add_argument("--reps", type=int, help="least repetitions per cell (default 5, quick 3)")
-    parser.add_argument(
-        "--max-job", type=parse_size, help="skip jobs larger than this (default CPU 128M, CUDA 1G)"
-    )
+    parser.add_argument("--max-job", type=parse_size, help="skip jobs larger than this (default CPU 128M, CUDA 1G)")
     parser.add_argument(
         "--limit",
         choices=("best", "copy", "memmove"),
@@ -84,9 +82,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         default="auto",
         help="CUDA: kernels that address pinned host memory, memcpy runs, or the worker's choice",
     )
-    parser.add_argument(
-        "--threads", type=int, default=1, help="torch CPU threads for the limit copy (default 1)"
-    )
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads for the limit copy (default 1)")
     parser.add_argument(
         "--no-huge-pages",
         action="store_true",
@@ -122,9 +118,7 @@ class Cell:
 class PagePool:
     """A worker over KV tensors of one page size, and the jobs and limit copies timed on it."""
 
-    def __init__(
-        self, args: argparse.Namespace, device: torch.device, page: int, batch: int
-    ) -> None:
+    def __init__(self, args: argparse.Namespace, device: torch.device, page: int, batch: int) -> None:
         import torch
 
         from kvcontract.transfer import TorchOffloadingWorker
@@ -135,10 +129,7 @@ class PagePool:
         self.layers: int = args.layers
         self.k: int = args.k
         self.num_blocks = max(2 * batch * self.layers, POOL_BYTES // page // self.layers)
-        self.kv = [
-            torch.ones((self.num_blocks, page), dtype=torch.uint8, device=device)
-            for _ in range(self.layers)
-        ]
+        self.kv = [torch.ones((self.num_blocks, page), dtype=torch.uint8, device=device) for _ in range(self.layers)]
         self.num_host = -(-self.num_blocks // self.k)
         zero_copy = {"auto": None, "zero-copy": True, "memcpy": False}[args.copy_path]
         self.worker: TorchOffloadingWorker = TorchOffloadingWorker(
@@ -156,9 +147,7 @@ class PagePool:
         nbytes = batch * self.page * self.layers
         times: list[tuple[float, float, float]] = []
         started = time.perf_counter()
-        while len(times) < reps or (
-            time.perf_counter() - started < MIN_SECONDS and len(times) < MAX_REPS
-        ):
+        while len(times) < reps or (time.perf_counter() - started < MIN_SECONDS and len(times) < MAX_REPS):
             times.append((*self.job(direction, batch), self.limit(direction, nbytes)))
         return Figure(*(nbytes / min(column) / 1e9 for column in zip(*times)))
 

@@ -72,7 +72,13 @@ Reports = tuple[ReplayReport, ReplayReport, ReplayReport, ReplayReport]
 
 
 def one_round(
-    requests: list[TraceRequest], number: int, *, capacity: int, policy: str, segment: int, sides: Sequence[int] = ALL_SIDES
+    requests: list[TraceRequest],
+    number: int,
+    *,
+    capacity: int,
+    policy: str,
+    segment: int,
+    sides: Sequence[int] = ALL_SIDES,
 ) -> Reports:
     """The ``sides``' replays of the whole trace, segment by segment, each summed into one report (empty if not run)."""
     gc.collect()
@@ -101,7 +107,9 @@ def _segments(
             if side == 0:
                 native.append(replay(native_manager, part))
             elif side == 1:
-                ordered.append(replay_in_vllm_order(ordered_manager, contract_key_chains(request.hash_ids for request in part)))
+                ordered.append(
+                    replay_in_vllm_order(ordered_manager, contract_key_chains(request.hash_ids for request in part))
+                )
             elif side == 2:
                 adapted.append(replay_as_scheduler(adapter, key_chains([request.hash_ids for request in part])))
             else:
@@ -162,7 +170,9 @@ def matrix(requests: list[TraceRequest], *, rounds: int, segment: int) -> list[C
         for percent in FRACTIONS:
             capacity = unique * percent // 100
             pairs = [
-                one_round(requests, number, capacity=capacity, policy=policy, segment=segment, sides=(ADAPTER, VLLM_MANAGER))
+                one_round(
+                    requests, number, capacity=capacity, policy=policy, segment=segment, sides=(ADAPTER, VLLM_MANAGER)
+                )
                 for number in range(rounds)
             ]
             adapted, theirs = pairs[-1][ADAPTER], pairs[-1][VLLM_MANAGER]
@@ -184,16 +194,16 @@ def matrix(requests: list[TraceRequest], *, rounds: int, segment: int) -> list[C
 
 def matrix_elsewhere(python: str, argv: Sequence[str]) -> list[Cell]:
     """The matrix measured by ``python`` (another venv, another vLLM release), read back as JSON."""
-    done = subprocess.run(
-        [python, __file__, "--matrix", "--json", *argv], check=True, capture_output=True, text=True
-    )
+    done = subprocess.run([python, __file__, "--matrix", "--json", *argv], check=True, capture_output=True, text=True)
     return [Cell(**fields) for fields in json.loads(done.stdout.strip().splitlines()[-1])]
 
 
 def print_matrix(cells: list[Cell]) -> bool:
     """One row per policy and capacity, a column per release; whether every cell meets its targets."""
     releases = sorted({cell.release for cell in cells}, reverse=True)
-    table = Table(title="kvcontract through the adapter against vLLM's own CPU manager, same scheduler calls (CPU time)")
+    table = Table(
+        title="kvcontract through the adapter against vLLM's own CPU manager, same scheduler calls (CPU time)"
+    )
     table.add_column("policy, capacity")
     for release in releases:
         table.add_column(f"vLLM {release}: faster per block", justify="right")
@@ -235,7 +245,13 @@ def pointer_costs(rounds: int, repeat: int = 2000) -> None:
     from kvcontract.integrations.vllm.worker import _gpu_spec  # pyright: ignore[reportPrivateUsage]  # the 0.33 path, measured
 
     table = Table(title=f"per job, CPU time, median of {rounds} rounds of {repeat} jobs each")
-    for column in ("groups x layers x blocks", "0.34 pointers: check + map µs", "0.33 spec: map µs", "added µs", "added µs/block"):
+    for column in (
+        "groups x layers x blocks",
+        "0.34 pointers: check + map µs",
+        "0.33 spec: map µs",
+        "added µs",
+        "added µs/block",
+    ):
         table.add_column(column, justify="right")
     for groups, layers, count in POINTER_JOBS:
         tensors = [CanonicalKVCacheTensor(torch.zeros((256, 64), dtype=torch.int8), 64) for _ in range(groups * layers)]
@@ -254,8 +270,11 @@ def pointer_costs(rounds: int, repeat: int = 2000) -> None:
                 (new if side == 0 else old).append((time.thread_time() - start) / repeat * 1e6)
         added = statistics.median(n - o for n, o in zip(new, old))
         table.add_row(
-            f"{groups} x {layers} x {count}", f"{statistics.median(new):.1f}", f"{statistics.median(old):.1f}",
-            f"{added:+.1f}", f"{added / (groups * count):+.3f}",
+            f"{groups} x {layers} x {count}",
+            f"{statistics.median(new):.1f}",
+            f"{statistics.median(old):.1f}",
+            f"{added:+.1f}",
+            f"{added / (groups * count):+.3f}",
         )
     Console(width=160).print(table)
 
@@ -268,13 +287,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capacity", type=int, default=20_000, help="host capacity in offload blocks")
     parser.add_argument("--policy", default="lru")
     parser.add_argument("--checks", choices=("off", "on"), default="off", help="kvcontract's runtime call checks")
-    parser.add_argument("--matrix", action="store_true", help="lru and arc at 2, 5 and 10%% against vLLM's manager only")
     parser.add_argument(
-        "--also", action="append", default=[], metavar="PYTHON",
+        "--matrix", action="store_true", help="lru and arc at 2, 5 and 10%% against vLLM's manager only"
+    )
+    parser.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="PYTHON",
         help="with --matrix: also measure in this interpreter's venv (another vLLM release), a column each",
     )
     parser.add_argument("--json", action="store_true", help="with --matrix: print the cells as one JSON line")
-    parser.add_argument("--pointers", action="store_true", help="the worker's cost per job of checking 0.34's device pointers")
+    parser.add_argument(
+        "--pointers", action="store_true", help="the worker's cost per job of checking 0.34's device pointers"
+    )
     args = parser.parse_args(argv)
     configure(checks=args.checks == "on")
     if args.pointers:
@@ -286,15 +312,34 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps([asdict(cell) for cell in cells]))
             return 0
-        shared = ["--trace", str(args.trace), "--rounds", str(args.rounds), "--segment", str(args.segment), "--checks", args.checks]
+        shared = [
+            "--trace",
+            str(args.trace),
+            "--rounds",
+            str(args.rounds),
+            "--segment",
+            str(args.segment),
+            "--checks",
+            args.checks,
+        ]
         for python in args.also:
             cells += matrix_elsewhere(python, shared)
         return 0 if print_matrix(cells) else 1
-    table = Table(title=f"{args.policy}, capacity {args.capacity} blocks, checks {args.checks}, segments of {args.segment}")
+    table = Table(
+        title=f"{args.policy}, capacity {args.capacity} blocks, checks {args.checks}, segments of {args.segment}"
+    )
     for column in (
-        "round", "native µs/block", "adapter µs/block", "added µs/block", "ratio",
-        "of which vLLM order", "of which adapter code", "hit ratio",
-        "vLLM's manager µs/block", "vLLM's / adapter", "vLLM's hit ratio",
+        "round",
+        "native µs/block",
+        "adapter µs/block",
+        "added µs/block",
+        "ratio",
+        "of which vLLM order",
+        "of which adapter code",
+        "hit ratio",
+        "vLLM's manager µs/block",
+        "vLLM's / adapter",
+        "vLLM's hit ratio",
     ):
         table.add_column(column, justify="right")
     added: list[float] = []
@@ -339,7 +384,9 @@ def main(argv: list[str] | None = None) -> int:
         f"of which vLLM's call order in the manager {statistics.median(order_parts):+.3f}, "
         f"the adapter's own code {statistics.median(code_parts):+.3f} (medians of each)"
     )
-    console.print(f"median ratio vLLM's own manager / kvcontract through the adapter: {statistics.median(peer_ratios):.2f}")
+    console.print(
+        f"median ratio vLLM's own manager / kvcontract through the adapter: {statistics.median(peer_ratios):.2f}"
+    )
     return 0
 
 

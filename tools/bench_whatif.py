@@ -47,7 +47,11 @@ _MULTIPLES = (0.5, 2.0, 4.0)
 def traces(trace: Path) -> dict[str, list[list[int]]]:
     """The shared trace and two generated shapes of other structure."""
     shared = [list(request.hash_ids) for request in read_trace(trace)]
-    return {"conversation (shared)": shared, "shared_prefixes": SHAPES["shared_prefixes"](0), "agent_loops": SHAPES["agent_loops"](0)}
+    return {
+        "conversation (shared)": shared,
+        "shared_prefixes": SHAPES["shared_prefixes"](0),
+        "agent_loops": SHAPES["agent_loops"](0),
+    }
 
 
 def observed(requests: Sequence[Sequence[OffloadKey]], capacity: int, rate: float, salt: int = SALT) -> WhatIfReport:
@@ -65,22 +69,45 @@ def _figures(report: WhatIfReport) -> dict[str, WhatIfFigure]:
 def accuracy(name: str, requests: list[list[int]], rate: float, salts: int, console: Console) -> None:
     unique = len({hash_id for request in requests for hash_id in request})
     capacity = max(1, unique // 50)
-    truth = {f"{m:g}x": replay(CPUOffloadingManager(max(1, round(capacity * m)), "lru"), requests).hit_ratio for m in _MULTIPLES}
+    truth = {
+        f"{m:g}x": replay(CPUOffloadingManager(max(1, round(capacity * m)), "lru"), requests).hit_ratio
+        for m in _MULTIPLES
+    }
     truth |= {p: replay(CPUOffloadingManager(capacity, p), requests).hit_ratio for p in BUILTIN_POLICIES}
     chains = [[block_key(hash_id) for hash_id in request] for request in requests]
     exact, sampled = _figures(observed(chains, capacity, 1.0)), observed(chains, capacity, rate)
     drawn = [_figures(observed(chains, capacity, rate, SALT + salt)) for salt in range(1, salts + 1)]
-    table = Table(title=f"{name}: primary {capacity} blocks (2 % of {unique:,} unique), LRU, rate used {sampled.sample_rate:.3g}")
-    columns = ("what-if", "replay", "rate 1.0", "sampled", "error", "reported", f"bias ({salts} salts)", "spread", "reported", "|e|<=2 rep", "|e|<=0.01")
+    table = Table(
+        title=f"{name}: primary {capacity} blocks (2 % of {unique:,} unique), LRU, rate used {sampled.sample_rate:.3g}"
+    )
+    columns = (
+        "what-if",
+        "replay",
+        "rate 1.0",
+        "sampled",
+        "error",
+        "reported",
+        f"bias ({salts} salts)",
+        "spread",
+        "reported",
+        "|e|<=2 rep",
+        "|e|<=0.01",
+    )
     for column in columns:
         table.add_column(column, justify="left" if column == "what-if" else "right")
     for label, figure in _figures(sampled).items():
         errors = [other[label].run - truth[label] for other in drawn]
         reported = [other[label].error for other in drawn]
         table.add_row(
-            label, f"{truth[label]:.4f}", f"{exact[label].run:.4f}", f"{figure.run:.4f}",
-            f"{figure.run - truth[label]:+.4f}", f"{figure.error:.4f}", f"{statistics.mean(errors):+.4f}",
-            f"{statistics.pstdev(errors):.4f}", f"{statistics.mean(reported):.4f}",
+            label,
+            f"{truth[label]:.4f}",
+            f"{exact[label].run:.4f}",
+            f"{figure.run:.4f}",
+            f"{figure.run - truth[label]:+.4f}",
+            f"{figure.error:.4f}",
+            f"{statistics.mean(errors):+.4f}",
+            f"{statistics.pstdev(errors):.4f}",
+            f"{statistics.mean(reported):.4f}",
             f"{sum(abs(e) <= 2 * r for e, r in zip(errors, reported))}/{salts}",
             f"{sum(abs(e) <= 0.01 for e in errors)}/{salts}",
         )
@@ -147,7 +174,9 @@ def main() -> None:
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--rate", type=float, default=0.01)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--salts", type=int, default=8, help="other hash salts to draw the sample with, for the bias and spread")
+    parser.add_argument(
+        "--salts", type=int, default=8, help="other hash salts to draw the sample with, for the bias and spread"
+    )
     args = parser.parse_args()
     console = Console(width=150)
     configure(checks=False)

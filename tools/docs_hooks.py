@@ -28,8 +28,7 @@ def render_reference(schema: dict[str, Any]) -> str:
     sections = [_model_section("KVContractConfig (top level)", schema)]
     sections += [_model_section(name, model) for name, model in sorted(definitions.items())]
     presets = "\n".join(
-        f"| `{name}` | {', '.join(f'{k}={v}' for k, v in shape.items())} |"
-        for name, shape in LAYOUT_PRESETS.items()
+        f"| `{name}` | {', '.join(f'{k}={v}' for k, v in shape.items())} |" for name, shape in LAYOUT_PRESETS.items()
     )
     sections.append(f"## Layout presets\n\n| preset | fields |\n|---|---|\n{presets}\n")
     return "\n".join(sections)

@@ -58,10 +58,7 @@ def shared_prefixes(seed: int = 0) -> list[list[int]]:
     rng, ids = random.Random(seed), itertools.count(1_000_000)
     documents = [[next(ids) for _ in range(rng.randint(40, 120))] for _ in range(6)]
     weights = [1.0 / (rank + 1) for rank in range(len(documents))]
-    return [
-        rng.choices(documents, weights)[0] + [next(ids) for _ in range(rng.randint(1, 4))]
-        for _ in range(800)
-    ]
+    return [rng.choices(documents, weights)[0] + [next(ids) for _ in range(rng.randint(1, 4))] for _ in range(800)]
 
 
 @_shape

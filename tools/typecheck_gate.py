@@ -49,9 +49,7 @@ class OptionalPart:
 
 OPTIONAL_PARTS = (
     OptionalPart("redis", "redis", "pip install -e '.[redis]' --config-settings editable_mode=compat"),
-    OptionalPart(
-        "vllm", "vllm", "pip install --no-deps '{requirement}' && pip install -r requirements/vllm.txt"
-    ),
+    OptionalPart("vllm", "vllm", "pip install --no-deps '{requirement}' && pip install -r requirements/vllm.txt"),
 )
 
 
@@ -113,9 +111,7 @@ def needing(module: str) -> frozenset[str]:
     }
     direct_modules = {_module_name(path) for path in direct}
     users = {
-        path
-        for path, tree in trees.items()
-        if direct_modules.intersection(_imports(tree, module_level_only=True))
+        path for path, tree in trees.items() if direct_modules.intersection(_imports(tree, module_level_only=True))
     }
     return frozenset(str(path.relative_to(ROOT)) for path in direct | users)
 
@@ -150,15 +146,17 @@ def run(command: list[str]) -> tuple[int, str]:
     """
     path = os.pathsep.join((os.path.dirname(sys.executable), os.environ.get("PATH", "")))
     completed = subprocess.run(
-        command, cwd=ROOT, capture_output=True, text=True, check=False,
+        command,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
         env={**os.environ, "PATH": path},
     )
     return completed.returncode, completed.stdout + completed.stderr
 
 
-def _verdict(
-    name: str, code: int, errors: list[str], skip: frozenset[str], total: str, output: str
-) -> StepResult:
+def _verdict(name: str, code: int, errors: list[str], skip: frozenset[str], total: str, output: str) -> StepResult:
     """A checker's result once the errors in files that ``skip`` leaves out are set aside."""
     if not skip:
         return StepResult(name, code == 0, total, output)
@@ -181,13 +179,12 @@ def pyright_step(skip: frozenset[str]) -> StepResult:
     """pyright strict with reportImplicitOverride, as configured in pyproject.toml."""
     code, output = run([sys.executable, "-m", "pyright", "--outputjson"])
     try:
-        report = json.loads(output[output.index("{"):])
+        report = json.loads(output[output.index("{") :])
     except ValueError:
         return StepResult("pyright strict", False, "no JSON report", output)
     errors = [
         f"{Path(d['file']).relative_to(ROOT)}:{d['range']['start']['line'] + 1}:"
-        f"{d['range']['start']['character'] + 1} - error: {d['message']}"
-        + (f" ({d['rule']})" if "rule" in d else "")
+        f"{d['range']['start']['character'] + 1} - error: {d['message']}" + (f" ({d['rule']})" if "rule" in d else "")
         for d in report["generalDiagnostics"]
         if d["severity"] == "error"
     ]
@@ -199,11 +196,10 @@ def pyright_step(skip: frozenset[str]) -> StepResult:
 def verifytypes_step(skip: frozenset[str]) -> StepResult:
     """pyright --verifytypes kvcontract: the public interface must be 100% typed."""
     code, output = run(
-        [sys.executable, "-m", "pyright", "--verifytypes", "kvcontract", "--ignoreexternal",
-         "--outputjson"]
+        [sys.executable, "-m", "pyright", "--verifytypes", "kvcontract", "--ignoreexternal", "--outputjson"]
     )
     try:
-        report = json.loads(output[output.index("{"):])
+        report = json.loads(output[output.index("{") :])
     except ValueError:
         return StepResult("pyright --verifytypes", False, "no JSON report", output)
     completeness = report["typeCompleteness"]
@@ -216,9 +212,7 @@ def verifytypes_step(skip: frozenset[str]) -> StepResult:
             "`pip install -e '.[dev]' --config-settings editable_mode=compat`",
             output,
         )
-    skipped_modules = tuple(
-        _module_name(ROOT / path) for path in skip if path.startswith("kvcontract/")
-    )
+    skipped_modules = tuple(_module_name(ROOT / path) for path in skip if path.startswith("kvcontract/"))
     problems = [
         f"{symbol['name']}: {diagnostic['message']}"
         for symbol in completeness["symbols"]
@@ -230,9 +224,7 @@ def verifytypes_step(skip: frozenset[str]) -> StepResult:
     if skip:
         summary += f"; {len(problems)} errors outside the skipped modules"
         return StepResult("pyright --verifytypes", not problems, summary, "\n".join(problems))
-    return StepResult(
-        "pyright --verifytypes", code == 0 and score == 1.0, summary, "\n".join(problems)
-    )
+    return StepResult("pyright --verifytypes", code == 0 and score == 1.0, summary, "\n".join(problems))
 
 
 def fail_cases_step(skip: frozenset[str]) -> StepResult:

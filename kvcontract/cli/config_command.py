@@ -14,7 +14,6 @@ from kvcontract.arguments import USAGE_ERROR
 from kvcontract.cli.streams import writing
 
 if TYPE_CHECKING:
-
     from kvcontract.config import KVContractConfig
 
 __all__ = ["load_command_config", "print_config", "run_config_schema", "run_config_show", "run_config_validate"]

@@ -34,9 +34,7 @@ _CONFIG_FILE = "a config file: YAML (.yaml, .yml), TOML (.toml) or JSON (.json)"
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``kvcontract`` parser: every subcommand with its options, each bound to its handler."""
-    parser = OneLineParser(
-        prog="kvcontract", description="KV-cache offloading with checked contracts."
-    )
+    parser = OneLineParser(prog="kvcontract", description="KV-cache offloading with checked contracts.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -51,7 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("file", type=Path, help=_CONFIG_FILE)
     validate.set_defaults(handler=run_config_validate)
-    schema = _command(config_commands, "schema", "print the config's JSON schema", "Print the config's JSON schema, for editors and CI.")
+    schema = _command(
+        config_commands,
+        "schema",
+        "print the config's JSON schema",
+        "Print the config's JSON schema, for editors and CI.",
+    )
     schema.set_defaults(handler=run_config_schema)
     show = _command(
         config_commands,
@@ -61,9 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         "or without FILE the one kvcontract simulate runs with; defaults filled in, KVCONTRACT_ "
         "variables applied, capacities in blocks.",
     )
-    show.add_argument(
-        "file", type=Path, nargs="?", help=f"{_CONFIG_FILE} (default: the config of kvcontract simulate)"
-    )
+    show.add_argument("file", type=Path, nargs="?", help=f"{_CONFIG_FILE} (default: the config of kvcontract simulate)")
     show.set_defaults(handler=run_config_show)
 
     simulate = _command(
@@ -96,7 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("paths", nargs="*", type=Path, help="files or folders to lint (default: the project's settings)")
     check.add_argument(
-        "--project", type=Path, default=Path("pyproject.toml"), help="pyproject.toml naming the components (default: ./pyproject.toml)"
+        "--project",
+        type=Path,
+        default=Path("pyproject.toml"),
+        help="pyproject.toml naming the components (default: ./pyproject.toml)",
     )
     check.add_argument("--thorough", action="store_true", help="the kit's thorough profile (for CI)")
     check.set_defaults(handler=run_check)
@@ -106,7 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _plan_arguments(plan: argparse.ArgumentParser) -> None:
     """The options of ``plan``."""
-    plan.add_argument("--trace", type=Path, required=True, help="Mooncake JSONL, or JSONL/CSV of request_id and hash_ids")
+    plan.add_argument(
+        "--trace", type=Path, required=True, help="Mooncake JSONL, or JSONL/CSV of request_id and hash_ids"
+    )
     plan.add_argument("--policies", default="lru,arc", help="comma-separated policy names (default: lru,arc)")
     plan.add_argument(
         "--capacities", default="1%..50%", help="A..B or A,B,C: percentages of unique blocks, sizes, or blocks"
@@ -123,7 +129,9 @@ def _plan_arguments(plan: argparse.ArgumentParser) -> None:
         "--tier-capacity", metavar="NAME=SIZE,...", help="each tier's size with --tiers, e.g. file=40%%,redis=64GiB"
     )
     plan.add_argument("--processes", type=int, help="processes for the replays (default: one per core)")
-    plan.add_argument("--json", nargs="?", const=STDOUT, metavar="FILE", help="the plan as JSON, on standard output or in FILE")
+    plan.add_argument(
+        "--json", nargs="?", const=STDOUT, metavar="FILE", help="the plan as JSON, on standard output or in FILE"
+    )
     plan.add_argument("--plot", type=Path, metavar="PNG", help="write the curves as a PNG (extra: plot)")
 
 

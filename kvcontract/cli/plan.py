@@ -33,7 +33,9 @@ def run_plan(options: argparse.Namespace) -> int:
     policies = [name.strip() for name in options.policies.split(",") if name.strip()]
     unknown = sorted(set(policies) - set(available_policies()))
     if not policies or unknown:
-        raise UsageError(f"--policies: unknown {', '.join(unknown) or 'empty list'}; known: {', '.join(available_policies())}")
+        raise UsageError(
+            f"--policies: unknown {', '.join(unknown) or 'empty list'}; known: {', '.join(available_policies())}"
+        )
     if options.sample is not None and not 0 < options.sample <= 1:
         raise UsageError(f"--sample is a rate in (0, 1], e.g. 0.01 for 1 %; got {options.sample}")
     if options.processes is not None and not 1 <= options.processes <= 256:
@@ -59,7 +61,9 @@ def run_plan(options: argparse.Namespace) -> int:
     if not unique:
         raise UsageError(f"{options.trace}: the trace has no blocks; give requests with hash ids")
     try:
-        grid = parse_capacity_grid(options.capacities, unique_blocks=unique, block_bytes=block_bytes, points=options.points)
+        grid = parse_capacity_grid(
+            options.capacities, unique_blocks=unique, block_bytes=block_bytes, points=options.points
+        )
     except GridError as error:
         raise UsageError(f"--capacities: {error}") from None
     tier_sizes = _tier_sizes(options, unique, block_bytes)
@@ -105,16 +109,22 @@ def _tier_sizes(options: argparse.Namespace, unique: int, block_bytes: int | Non
     levels = [name.strip() for name in options.tiers.split(",")]
     below = levels[1:]
     if levels[0] != HOST or not below or len(set(levels)) != len(levels) or not set(below) <= set(TIER_KINDS):
-        raise UsageError(f"--tiers {options.tiers!r}: write host first, then file and/or redis once each, e.g. host,file,redis")
+        raise UsageError(
+            f"--tiers {options.tiers!r}: write host first, then file and/or redis once each, e.g. host,file,redis"
+        )
     sizes: dict[str, str] = {}
     for part in options.tier_capacity.split(",") if options.tier_capacity else ():
         name, equals, size = part.partition("=")
         if not equals or name.strip() not in below or name.strip() in sizes:
-            raise UsageError(f"--tier-capacity: {part.strip()!r} is not NAME=SIZE for one of {', '.join(below)}; e.g. {below[0]}=40%")
+            raise UsageError(
+                f"--tier-capacity: {part.strip()!r} is not NAME=SIZE for one of {', '.join(below)}; e.g. {below[0]}=40%"
+            )
         sizes[name.strip()] = size
     missing = [name for name in below if name not in sizes]
     if missing:
-        raise UsageError(f"--tier-capacity: give the size of {', '.join(missing)}, e.g. {missing[0]}=40% or {missing[0]}=64GiB")
+        raise UsageError(
+            f"--tier-capacity: give the size of {', '.join(missing)}, e.g. {missing[0]}=40% or {missing[0]}=64GiB"
+        )
     blocks: dict[str, int] = {}
     for name in below:
         if ".." in sizes[name]:

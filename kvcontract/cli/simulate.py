@@ -15,7 +15,6 @@ from kvcontract.cli.errors import UsageError
 from kvcontract.cli.streams import STDOUT, check_writable, writing, wrote
 
 if TYPE_CHECKING:
-
     from kvcontract.config import KVContractConfig
     from kvcontract.metrics import MetricsCollector
 

@@ -24,7 +24,7 @@ def _is_override(name: str) -> bool:
     test switches) belong to other tools, so a one-word name that is no field is left alone."""
     if not name.startswith(ENV_PREFIX):
         return False
-    rest = name[len(ENV_PREFIX):]
+    rest = name[len(ENV_PREFIX) :]
     return "__" in rest or (rest not in _NOT_FIELDS and rest.lower() in KVContractConfig.model_fields)
 
 
@@ -34,7 +34,7 @@ def apply_environment(data: dict[str, object], environ: Mapping[str, str]) -> di
     for name, raw in sorted(environ.items()):
         if not _is_override(name):
             continue
-        path = [part.lower() for part in name[len(ENV_PREFIX):].split("__")]
+        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
         node = merged
         for part in path[:-1]:
             child = node.setdefault(part, {})

@@ -21,7 +21,9 @@ class IdentityConfig(ConfigModel):
     themselves. ``namespace`` separates engines that would otherwise share blocks.
     """
 
-    model: str = Field(default="", max_length=ConfigLimits.MAX_NAME_CHARS, description="Model name, e.g. meta-llama/Llama-3.1-8B.")
+    model: str = Field(
+        default="", max_length=ConfigLimits.MAX_NAME_CHARS, description="Model name, e.g. meta-llama/Llama-3.1-8B."
+    )
     revision: str = Field(default="", max_length=ConfigLimits.MAX_NAME_CHARS)
     kv_quantization: str = Field(
         default="", max_length=ConfigLimits.MAX_NAME_CHARS, description="KV-cache quantization scheme, if any."

@@ -30,9 +30,7 @@ class KVLayout(ConfigModel):
     """What one block holds: the model's KV shape, the GPU block and the offload block."""
 
     num_layers: int = Field(default=32, ge=1, le=ConfigLimits.MAX_LAYERS)
-    block_tokens: int = Field(
-        default=16, ge=1, le=ConfigLimits.MAX_BLOCK_TOKENS, description="Tokens per GPU block."
-    )
+    block_tokens: int = Field(default=16, ge=1, le=ConfigLimits.MAX_BLOCK_TOKENS, description="Tokens per GPU block.")
     offload_block_tokens: int = Field(
         default=64,
         ge=1,

@@ -80,8 +80,11 @@ def _read(path: Path) -> dict[str, object]:
             loaded = json.loads(text)
     except RecursionError:
         raise ConfigError(
-            source, [f"not valid {format_name}: nested deeper than the parser allows (a config nests at most "
-                     f"{ConfigLimits.MAX_CONFIG_DEPTH} levels)"]
+            source,
+            [
+                f"not valid {format_name}: nested deeper than the parser allows (a config nests at most "
+                f"{ConfigLimits.MAX_CONFIG_DEPTH} levels)"
+            ],
         ) from None
     except (yaml.YAMLError, ValueError) as error:  # ValueError: JSON/TOML syntax, or an integer too long to read
         raise ConfigError(source, [f"not valid {format_name}: {parse_failure(error)}"]) from None
@@ -109,6 +112,8 @@ def _decode(raw: bytes, source: str) -> str:
     except UnicodeDecodeError as error:
         raise ConfigError(
             source,
-            [f"not {encoding.upper().removesuffix('-SIG')} text: byte {error.object[error.start]:#04x} at "
-             f"offset {error.start} cannot be decoded; save the file as UTF-8"],
+            [
+                f"not {encoding.upper().removesuffix('-SIG')} text: byte {error.object[error.start]:#04x} at "
+                f"offset {error.start} cannot be decoded; save the file as UTF-8"
+            ],
         ) from None

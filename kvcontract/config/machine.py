@@ -24,7 +24,9 @@ def physical_memory_bytes() -> int:
         return ConfigLimits.MAX_HOST_BYTES
 
 
-def check_machine(config: KVContractConfig, source: str = "config", *, longest_request: int = 0, engines: int = 1) -> None:
+def check_machine(
+    config: KVContractConfig, source: str = "config", *, longest_request: int = 0, engines: int = 1
+) -> None:
     """Raise :class:`ConfigError` unless this machine can run ``config``: its device exists, its
     host memory fits in physical memory, and a shared-memory file present has the buffer's size.
 
@@ -41,8 +43,7 @@ def check_machine(config: KVContractConfig, source: str = "config", *, longest_r
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if int(device.partition(":")[2] or 0) >= count:
             problems.append(
-                f"transfer.device: {device} does not exist on this machine ({count} CUDA devices); "
-                "use auto or cpu"
+                f"transfer.device: {device} does not exist on this machine ({count} CUDA devices); use auto or cpu"
             )
     elif device == "auto":
         import torch

@@ -42,7 +42,7 @@ class FileTierConfig(ConfigModel):
         if isinstance(value, str) and value.strip():
             digits = value.strip().lower().removeprefix("0o")
             if not digits or digits.strip("01234567"):
-                raise ValueError(f"umask {value!r} is not octal: write it like 0o077 or \"077\"")
+                raise ValueError(f'umask {value!r} is not octal: write it like 0o077 or "077"')
             return int(digits, 8)
         return value
 
@@ -57,9 +57,7 @@ class RedisTierConfig(ConfigModel):
 
     kind: Literal["redis"] = "redis"
     url: str | None = Field(default=None, pattern=r"^(redis|rediss|unix)://")
-    cluster_nodes: list[Annotated[str, Field(pattern=r"^[^:\s]+:\d{1,5}$")]] = Field(
-        default_factory=list[str]
-    )
+    cluster_nodes: list[Annotated[str, Field(pattern=r"^[^:\s]+:\d{1,5}$")]] = Field(default_factory=list[str])
     namespace: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[^{}\s]+$")
     socket_timeout: float = Field(default=1.0, gt=0)
     connect_timeout: float = Field(default=1.0, gt=0)

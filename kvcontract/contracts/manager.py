@@ -39,17 +39,13 @@ class OffloadingManager(Contract, Protocol):
         return None
 
     @abstractmethod
-    def prepare_store(
-        self, keys: Sequence[OffloadKey], req_context: ReqContext
-    ) -> PrepareStoreOutput | None:
+    def prepare_store(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> PrepareStoreOutput | None:
         """Allocate blocks for the keys not yet stored, evicting if needed.
 
         Returns ``None`` when there is no room; never evicts a key of ``keys``.
         """
 
-    def complete_store(
-        self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True
-    ) -> None:
+    def complete_store(self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True) -> None:
         """Make stored ``keys`` readable, or on failure free those not yet readable."""
         return None
 

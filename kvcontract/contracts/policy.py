@@ -34,8 +34,7 @@ class CachePolicy(Contract, Protocol):
         """
         if len(keys) != len(blocks):
             raise ValueError(
-                f"{type(self).__name__}.insert_many: {len(keys)} keys but {len(blocks)} "
-                "blocks; pass one block per key"
+                f"{type(self).__name__}.insert_many: {len(keys)} keys but {len(blocks)} blocks; pass one block per key"
             )
         inserted = 0
         try:
@@ -56,9 +55,7 @@ class CachePolicy(Contract, Protocol):
         """Mark ``keys`` recently used, the first key most recently."""
 
     @abstractmethod
-    def evict(
-        self, n: int, protected: Set[OffloadKey]
-    ) -> list[tuple[OffloadKey, BlockStatus]] | None:
+    def evict(self, n: int, protected: Set[OffloadKey]) -> list[tuple[OffloadKey, BlockStatus]] | None:
         """Remove and return exactly ``n`` victims, or ``None`` and change nothing.
 
         Never takes a key in ``protected``, a pinned block (``ref_cnt > 0``) or a block

@@ -49,6 +49,7 @@ class OpaqueType(NamedTuple):
 
 TypeExpr = AnyType | NoneType | ClassType | UnionType | OpaqueType
 
+
 def _ref(node: ast.expr, summary: ModuleSummary) -> Ref | None:
     dotted = dotted_name(node)
     if dotted is None:

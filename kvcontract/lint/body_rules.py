@@ -17,10 +17,44 @@ from typing import NamedTuple, TypeGuard
 __all__ = ["Materialization", "Reuse", "iterable_reuses", "redundant_materializations"]
 
 _READ_ONLY_CALLS = frozenset(
-    {"len", "enumerate", "zip", "sorted", "reversed", "set", "frozenset", "any", "all", "sum", "min", "max", "iter", "list", "tuple"}
+    {
+        "len",
+        "enumerate",
+        "zip",
+        "sorted",
+        "reversed",
+        "set",
+        "frozenset",
+        "any",
+        "all",
+        "sum",
+        "min",
+        "max",
+        "iter",
+        "list",
+        "tuple",
+    }
 )
 _CONSUMING_CALLS = frozenset(
-    {"list", "tuple", "set", "frozenset", "sorted", "sum", "min", "max", "any", "all", "enumerate", "zip", "dict", "iter", "map", "filter", "reversed"}
+    {
+        "list",
+        "tuple",
+        "set",
+        "frozenset",
+        "sorted",
+        "sum",
+        "min",
+        "max",
+        "any",
+        "all",
+        "enumerate",
+        "zip",
+        "dict",
+        "iter",
+        "map",
+        "filter",
+        "reversed",
+    }
 )
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
@@ -115,7 +149,12 @@ def _read_only(node: ast.expr, parent: ast.AST | None) -> bool:
     return isinstance(parent, (ast.Starred, ast.YieldFrom))
 
 
-def _local_only_read(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str, parents: dict[ast.AST, ast.AST], rebinds: dict[str, list[int]]) -> bool:
+def _local_only_read(
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    name: str,
+    parents: dict[ast.AST, ast.AST],
+    rebinds: dict[str, list[int]],
+) -> bool:
     """Whether local ``name`` is bound once and every load of it only reads it."""
     if len(rebinds.get(name, ())) != 1:
         return False
@@ -130,7 +169,9 @@ def _local_only_read(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str, pa
     return True
 
 
-def redundant_materializations(func: ast.FunctionDef | ast.AsyncFunctionDef, params: frozenset[str]) -> list[Materialization]:
+def redundant_materializations(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, params: frozenset[str]
+) -> list[Materialization]:
     """``list(p)``/``tuple(p)`` of Sequence parameters ``params`` whose copy is only read."""
     if not params:
         return []

@@ -41,7 +41,9 @@ def build_parser(prog: str = "kvcontract-lint") -> argparse.ArgumentParser:
     )
     parser.add_argument("paths", nargs="*", default=["."], help="files or directories to check (default: .)")
     parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
-    parser.add_argument("--select", type=_codes, help="comma-separated codes or prefixes to enable (replaces the configured ones)")
+    parser.add_argument(
+        "--select", type=_codes, help="comma-separated codes or prefixes to enable (replaces the configured ones)"
+    )
     parser.add_argument("--ignore", type=_codes, default=[], help="comma-separated codes or prefixes to disable")
     parser.add_argument("--fix", action="store_true", help="add missing @override and drop redundant copies, in place")
     parser.add_argument("--diff", action="store_true", help="print the fixes as a diff instead of writing them")
@@ -50,8 +52,12 @@ def build_parser(prog: str = "kvcontract-lint") -> argparse.ArgumentParser:
     parser.add_argument("--config", help="pyproject.toml to read [tool.kvcontract-lint] from (default: the nearest)")
     parser.add_argument("--target-version", help="Python version of the checked code, e.g. 3.10")
     parser.add_argument("--extra-root", action="append", default=[], help="another directory to resolve bases from")
-    parser.add_argument("--contract-base", action="append", default=[], help="another contract class, by qualified name")
-    parser.add_argument("--exempt-dunders", action="store_true", default=None, help="exempt every __dunder__ method from KVC001")
+    parser.add_argument(
+        "--contract-base", action="append", default=[], help="another contract class, by qualified name"
+    )
+    parser.add_argument(
+        "--exempt-dunders", action="store_true", default=None, help="exempt every __dunder__ method from KVC001"
+    )
     parser.add_argument("--no-respect-gitignore", action="store_true", help="also check files that .gitignore excludes")
     parser.add_argument("--jobs", type=int, default=default_jobs(), help="worker processes for parsing (default: CPUs)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
@@ -86,7 +92,12 @@ def _run(args: argparse.Namespace) -> int:
     start = args.paths[0] if args.paths else "."
     config = load_config(start if os.path.exists(start) else ".", args.config)
     settings = _settings(args, config)
-    files = discover(args.paths, root=config.root, exclude=config.exclude, respect_gitignore=config.respect_gitignore and not args.no_respect_gitignore)
+    files = discover(
+        args.paths,
+        root=config.root,
+        exclude=config.exclude,
+        respect_gitignore=config.respect_gitignore and not args.no_respect_gitignore,
+    )
     base = os.getcwd()
     if args.fix or args.diff:
         outcome = fix_files(files, settings)

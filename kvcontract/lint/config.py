@@ -78,7 +78,7 @@ def parse_version(text: str, where: str) -> tuple[int, int]:
     """``"3.10"``, ``"py310"`` or ``">=3.10"`` as ``(3, 10)``."""
     match = re.search(r"(\d+)\.(\d+)", text) or re.fullmatch(r"py(\d)(\d+)", text.strip())
     if match is None:
-        raise ConfigError(f"{where}: cannot read a Python version from {text!r}; write it like \"3.10\"")
+        raise ConfigError(f'{where}: cannot read a Python version from {text!r}; write it like "3.10"')
     return int(match.group(1)), int(match.group(2))
 
 
@@ -92,7 +92,7 @@ def _strings(value: object, where: str, what: str) -> tuple[str, ...]:
 
 
 def _codes(value: object, where: str) -> tuple[str, ...]:
-    codes = _strings(value, where, "rule codes such as \"KVC001\" or prefixes such as \"KVC\"")
+    codes = _strings(value, where, 'rule codes such as "KVC001" or prefixes such as "KVC"')
     try:
         return tuple(known_code(code) for code in codes)
     except ValueError as error:
@@ -105,7 +105,9 @@ def _bool(value: object, where: str) -> bool:
     return value
 
 
-def config_from_table(table: Mapping[str, object], root: str, path: str, requires_python: str | None = None) -> LintConfig:
+def config_from_table(
+    table: Mapping[str, object], root: str, path: str, requires_python: str | None = None
+) -> LintConfig:
     """Validate a ``[tool.kvcontract-lint]`` table read from ``path``."""
     unknown = sorted(set(table) - set(_KEYS))
     if unknown:
@@ -124,7 +126,7 @@ def config_from_table(table: Mapping[str, object], root: str, path: str, require
     if "target-version" in table:
         raw = table["target-version"]
         if not isinstance(raw, str):
-            raise ConfigError(f"{prefix}.target-version must be a string such as \"3.10\", got {raw!r}")
+            raise ConfigError(f'{prefix}.target-version must be a string such as "3.10", got {raw!r}')
         version = parse_version(raw, f"{prefix}.target-version")
     elif requires_python:
         version = parse_version(requires_python, f"{path}: project.requires-python")
@@ -161,7 +163,9 @@ def load_config(start: str, explicit: str | None = None) -> LintConfig:
     if "kvcontract-lint" in tool and not _is_table(tool["kvcontract-lint"]):
         raise ConfigError(f"{path}: [tool.kvcontract-lint] must be a table")
     requires = _table(data.get("project")).get("requires-python")
-    return config_from_table(table, os.path.dirname(os.path.abspath(path)), path, requires if isinstance(requires, str) else None)
+    return config_from_table(
+        table, os.path.dirname(os.path.abspath(path)), path, requires if isinstance(requires, str) else None
+    )
 
 
 def _table(value: object) -> dict[str, object]:

@@ -120,11 +120,17 @@ class ContractChecker:
             for d in cls.defs:
                 groups.setdefault(d.name, []).append(d)
             for name, defs in groups.items():
-                contract = next((k for k in contracts if k.source is not None and any(d.name == name for d in k.source.defs)), None)
+                contract = next(
+                    (k for k in contracts if k.source is not None and any(d.name == name for d in k.source.defs)), None
+                )
                 if contract is None:
                     continue
                 effective = effective_def(self.resolver, summary, defs)
-                if effective is None or DecoratorKind.DESCRIPTOR in effective.kinds or DecoratorKind.PROPERTY in effective.kinds:
+                if (
+                    effective is None
+                    or DecoratorKind.DESCRIPTOR in effective.kinds
+                    or DecoratorKind.PROPERTY in effective.kinds
+                ):
                     continue
                 yield from self._check_method(summary, contract, effective.definition)
 
@@ -152,7 +158,9 @@ class ContractChecker:
                 mixin = self._mixin_providing(mro, name)
                 if mixin is None:
                     continue
-                contract = next(k for k in contracts if k.source is not None and any(d.name == name for d in k.source.defs))
+                contract = next(
+                    k for k in contracts if k.source is not None and any(d.name == name for d in k.source.defs)
+                )
                 yield Finding(
                     summary.path,
                     cls.line,
@@ -186,9 +194,13 @@ class ContractChecker:
                 if any(isinstance(e, ClassInfo) and self.is_contract(e) for e in self.resolver.mro(entry)):
                     return None  # a contract implementation between: reported on its own class
                 continue
-            if entry.source is None or entry.summary is None or any(
-                isinstance(e, ClassInfo) and (self.is_contract(e) or e.key == CONTRACT_ROOT)
-                for e in self.resolver.mro(entry)
+            if (
+                entry.source is None
+                or entry.summary is None
+                or any(
+                    isinstance(e, ClassInfo) and (self.is_contract(e) or e.key == CONTRACT_ROOT)
+                    for e in self.resolver.mro(entry)
+                )
             ):
                 return None
             defs = [d for d in entry.source.defs if d.name == name]
@@ -257,41 +269,73 @@ class ContractChecker:
                 matched[cname] = mine_arg
             elif mine_arg is not None:
                 matched[cname] = mine_arg
-                yield self._at(summary, mine_arg, "KVC003", f"parameter {i + 1} of contract method {where} is named {cname!r}, "
-                               f"here {mine_arg.arg!r}: callers passing {cname}= break; rename it to {cname!r}")
+                yield self._at(
+                    summary,
+                    mine_arg,
+                    "KVC003",
+                    f"parameter {i + 1} of contract method {where} is named {cname!r}, "
+                    f"here {mine_arg.arg!r}: callers passing {cname}= break; rename it to {cname!r}",
+                )
                 continue
             elif cname in my_names:
                 matched[cname] = my_names[cname]
             elif not (has_varargs and (has_kwargs or cname in posonly)):
-                yield self._at(summary, node, "KVC003", f"parameter {cname!r} of contract method {where} is missing here; "
-                               "accept it with the contract's name and type")
+                yield self._at(
+                    summary,
+                    node,
+                    "KVC003",
+                    f"parameter {cname!r} of contract method {where} is missing here; "
+                    "accept it with the contract's name and type",
+                )
                 continue
             if cname in matched and their_defaults.get(cname) and not my_defaults.get(matched[cname].arg):
-                yield self._at(summary, matched[cname], "KVC003", f"parameter {cname!r} has a default in contract method {where} "
-                               "but not here; callers that omit it break: give it the same default")
+                yield self._at(
+                    summary,
+                    matched[cname],
+                    "KVC003",
+                    f"parameter {cname!r} has a default in contract method {where} "
+                    "but not here; callers that omit it break: give it the same default",
+                )
         for kw in base.args.kwonlyargs:
             if kw.arg in my_names:
                 matched[kw.arg] = my_names[kw.arg]
             elif not has_kwargs:
-                yield self._at(summary, node, "KVC003", f"keyword parameter {kw.arg!r} of contract method {where} is missing here")
+                yield self._at(
+                    summary, node, "KVC003", f"keyword parameter {kw.arg!r} of contract method {where} is missing here"
+                )
         matched_names = {a.arg for a in matched.values()}
         for extra in (*mine, *node.args.kwonlyargs):
             if extra.arg not in matched_names and not my_defaults.get(extra.arg):
-                yield self._at(summary, extra, "KVC003", f"parameter {extra.arg!r} is required here but not in contract method "
-                               f"{where}; callers do not pass it: give it a default")
+                yield self._at(
+                    summary,
+                    extra,
+                    "KVC003",
+                    f"parameter {extra.arg!r} is required here but not in contract method "
+                    f"{where}; callers do not pass it: give it a default",
+                )
         base_args = {a.arg: a for a in (*theirs, *base.args.kwonlyargs)}
         for cname, mine_arg in matched.items():
             expected = type_of(self.resolver, base_summary, base_args[cname].annotation)
             actual = type_of(self.resolver, summary, mine_arg.annotation)
             if mine_arg.annotation is not None and is_subtype(self.resolver, expected, actual) is False:
-                yield self._at(summary, mine_arg, "KVC003", f"parameter {cname!r} is {render(expected)} in contract method {where} "
-                               f"but narrowed to {render(actual)} here; accept at least {render(expected)}")
+                yield self._at(
+                    summary,
+                    mine_arg,
+                    "KVC003",
+                    f"parameter {cname!r} is {render(expected)} in contract method {where} "
+                    f"but narrowed to {render(actual)} here; accept at least {render(expected)}",
+                )
         if node.returns is not None and base.returns is not None:
             expected = type_of(self.resolver, base_summary, base.returns)
             actual = type_of(self.resolver, summary, node.returns)
             if is_subtype(self.resolver, actual, expected) is False:
-                yield self._at(summary, node.returns, "KVC003", f"return type {render(actual)} is wider than {render(expected)} "
-                               f"of contract method {where}; return at most {render(expected)}")
+                yield self._at(
+                    summary,
+                    node.returns,
+                    "KVC003",
+                    f"return type {render(actual)} is wider than {render(expected)} "
+                    f"of contract method {where}; return at most {render(expected)}",
+                )
 
     def _body(
         self, summary: ModuleSummary, node: FunctionNode, base_summary: ModuleSummary, base: FunctionNode, where: str
@@ -335,4 +379,3 @@ class ContractChecker:
     @staticmethod
     def _at(summary: ModuleSummary, node: ast.arg | ast.expr | FunctionNode, code: str, message: str) -> Finding:
         return Finding(summary.path, node.lineno, node.col_offset + 1, code, message)
-

@@ -17,9 +17,28 @@ __all__ = ["DEFAULT_EXCLUDES", "discover"]
 
 DEFAULT_EXCLUDES = frozenset(
     {
-        ".bzr", ".direnv", ".eggs", ".git", ".hg", ".mypy_cache", ".nox", ".pytest_cache", ".pytype",
-        ".ruff_cache", ".svn", ".tox", ".venv", "__pycache__", "__pypackages__", "_build", "buck-out",
-        "build", "dist", "node_modules", "site-packages", "venv",
+        ".bzr",
+        ".direnv",
+        ".eggs",
+        ".git",
+        ".hg",
+        ".mypy_cache",
+        ".nox",
+        ".pytest_cache",
+        ".pytype",
+        ".ruff_cache",
+        ".svn",
+        ".tox",
+        ".venv",
+        "__pycache__",
+        "__pypackages__",
+        "_build",
+        "buck-out",
+        "build",
+        "dist",
+        "node_modules",
+        "site-packages",
+        "venv",
     }
 )
 _SUFFIXES = (".py", ".pyi")

@@ -42,7 +42,12 @@ def import_line_index(text: str, lines: Sequence[str]) -> int:
     body = tree.body
     position = 0
     start = 0
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         position = body[0].end_lineno or body[0].lineno
         start = 1
     found_import = False

@@ -99,4 +99,3 @@ class KVContractFlake8:
             data = "".join(self.lines).encode("utf-8")
         for line, col, message in _session(path).check(path, data):
             yield line, col, message, type(self)
-

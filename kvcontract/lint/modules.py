@@ -21,7 +21,11 @@ _FILE_KINDS: tuple[tuple[str, Kind], ...] = ((".pyi", "stub"), (".py", "source")
 _STDLIB_ROOTS = tuple(
     dict.fromkeys(
         os.path.abspath(p)
-        for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"], os.path.join(sysconfig.get_paths()["platstdlib"], "lib-dynload"))
+        for p in (
+            sysconfig.get_paths()["stdlib"],
+            sysconfig.get_paths()["platstdlib"],
+            os.path.join(sysconfig.get_paths()["platstdlib"], "lib-dynload"),
+        )
         if os.path.isdir(p)
     )
 )

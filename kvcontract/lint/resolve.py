@@ -36,8 +36,7 @@ from kvcontract.lint.typing_forms import NAMED_TUPLE, TYPING_MODULES, SpecialCla
 __all__ = ["ClassInfo", "FunctionValue", "InstanceValue", "ModuleValue", "Resolver", "Unknown", "Value"]
 
 _STDLIB_DIRS = tuple(
-    os.path.abspath(p) + os.sep
-    for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
+    os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
 )
 
 

@@ -177,7 +177,13 @@ def _lint(paths: Sequence[str], settings: LintSettings, sources: Mapping[str, by
         raw: list[Finding] = []
         if summary.error is not None:
             raw.append(
-                Finding(summary.path, summary.error.line, summary.error.col, "KVC000", f"syntax error: {summary.error.message}")
+                Finding(
+                    summary.path,
+                    summary.error.line,
+                    summary.error.col,
+                    "KVC000",
+                    f"syntax error: {summary.error.message}",
+                )
             )
         else:
             raw.extend(override_findings(resolver, summary, override, checked))

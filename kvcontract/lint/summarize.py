@@ -212,7 +212,9 @@ class _Walker:
         text = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
         return CallBinding(func, text)
 
-    def _value_binding(self, value: ast.expr, name: str, qual: str, state: State, outer: tuple[_ScopeRef, ...]) -> Binding:
+    def _value_binding(
+        self, value: ast.expr, name: str, qual: str, state: State, outer: tuple[_ScopeRef, ...]
+    ) -> Binding:
         if isinstance(value, (ast.Name, ast.Attribute, ast.Subscript)):
             ref = self._ref(value, state, outer)
             if ref is not None:
@@ -469,14 +471,20 @@ class _Walker:
         i = bisect.bisect_right(self.class_lines, node.lineno)
         return i < len(self.class_lines) and self.class_lines[i] <= end
 
-    def _decorators(self, nodes: Sequence[ast.expr], state: State, outer: tuple[_ScopeRef, ...]) -> tuple[Decorator, ...]:
+    def _decorators(
+        self, nodes: Sequence[ast.expr], state: State, outer: tuple[_ScopeRef, ...]
+    ) -> tuple[Decorator, ...]:
         out: list[Decorator] = []
         for node in nodes:
             target = node.func if isinstance(node, ast.Call) else node
-            out.append(Decorator(self._ref(target, state, outer), isinstance(node, ast.Call), node.lineno, node.col_offset))
+            out.append(
+                Decorator(self._ref(target, state, outer), isinstance(node, ast.Call), node.lineno, node.col_offset)
+            )
         return tuple(out)
 
-    def _def_summary(self, node: ast.FunctionDef | ast.AsyncFunctionDef, state: State, outer: tuple[_ScopeRef, ...]) -> DefSummary:
+    def _def_summary(
+        self, node: ast.FunctionDef | ast.AsyncFunctionDef, state: State, outer: tuple[_ScopeRef, ...]
+    ) -> DefSummary:
         return DefSummary(
             node.name,
             node.lineno,
@@ -632,7 +640,9 @@ def summarize_source(data: bytes, path: str, module: str, is_package: bool, targ
     try:
         tree = compile(data, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:
-        return summary_of_error(path, module, is_package, lines, SyntaxProblem(exc.lineno or 1, exc.offset or 1, exc.msg))
+        return summary_of_error(
+            path, module, is_package, lines, SyntaxProblem(exc.lineno or 1, exc.offset or 1, exc.msg)
+        )
     except (ValueError, UnicodeDecodeError) as exc:
         return summary_of_error(path, module, is_package, lines, SyntaxProblem(1, 1, str(exc)))
     assert isinstance(tree, ast.Module)

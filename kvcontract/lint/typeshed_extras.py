@@ -22,7 +22,9 @@ _EXTRA: dict[str, frozenset[str]] = {
     "_pickle.Pickler": frozenset({"reducer_override"}),
 }
 
-TYPE_INSTANCE_VARIABLES = frozenset({"__bases__", "__dict__", "__module__", "__name__", "__qualname__", "__annotations__"})
+TYPE_INSTANCE_VARIABLES = frozenset(
+    {"__bases__", "__dict__", "__module__", "__name__", "__qualname__", "__annotations__"}
+)
 """Attributes typeshed declares on ``type`` instances: pyright finds them on any class whose
 metaclass is not plain ``type``, so methods of these names in such a class's subclasses override."""
 

@@ -45,7 +45,21 @@ _SPECIAL = {
     "NamedTuple": NAMED_TUPLE,
     "TypedDict": SpecialClass(
         "typing.TypedDict",
-        frozenset({"copy", "setdefault", "pop", "update", "__delitem__", "items", "keys", "values", "__or__", "__ror__", "__ior__"}),
+        frozenset(
+            {
+                "copy",
+                "setdefault",
+                "pop",
+                "update",
+                "__delitem__",
+                "items",
+                "keys",
+                "values",
+                "__or__",
+                "__ror__",
+                "__ior__",
+            }
+        ),
         "dict",
     ),
 }

@@ -64,9 +64,7 @@ class CPUOffloadingManager(OffloadingManager):
     belongs to the request (``req_id``) that prepared it: only that request completes it.
     """
 
-    def __init__(
-        self, capacity: int, policy: str | CachePolicy = "lru", *, enable_events: bool = False
-    ) -> None:
+    def __init__(self, capacity: int, policy: str | CachePolicy = "lru", *, enable_events: bool = False) -> None:
         if type(capacity) is not int or capacity < 1:
             raise ValueError(f"capacity must be a positive number of blocks, got {capacity!r}")
         policy = make_policy(policy, capacity)
@@ -127,10 +125,7 @@ class CPUOffloadingManager(OffloadingManager):
                 for done in pinned:
                     done.ref_cnt -= 1
                 state = "not offloaded" if block is None else "still being stored"
-                raise ValueError(
-                    f"prepare_load: block {key!r} is {state}; load only keys that lookup() "
-                    "answered HIT"
-                )
+                raise ValueError(f"prepare_load: block {key!r} is {state}; load only keys that lookup() answered HIT")
             if not block.ref_cnt:
                 first_pins += 1
             block.ref_cnt += 1
@@ -168,9 +163,7 @@ class CPUOffloadingManager(OffloadingManager):
         raise ValueError(f"complete_load: {why}; nothing was unpinned")
 
     @override
-    def prepare_store(
-        self, keys: Sequence[OffloadKey], req_context: ReqContext
-    ) -> PrepareStoreOutput | None:
+    def prepare_store(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> PrepareStoreOutput | None:
         blocks = self._blocks
         protected = frozenset(keys)
         new = list(filterfalse(blocks.__contains__, keys))  # C-level filter: a tenth fewer instructions per key
@@ -202,9 +195,7 @@ class CPUOffloadingManager(OffloadingManager):
         return PrepareStoreOutput(new, BlockIdsSpec([block.block_id for block in fresh]), evicted_keys)
 
     @override
-    def complete_store(
-        self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True
-    ) -> None:
+    def complete_store(self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True) -> None:
         blocks = self._blocks
         done = list(keys)
         caller = req_context.req_id
@@ -269,10 +260,7 @@ class CPUOffloadingManager(OffloadingManager):
 
     @override
     def __repr__(self) -> str:
-        return (
-            f"CPUOffloadingManager(capacity={self._capacity}, used={len(self._blocks)}, "
-            f"policy={self._policy!r})"
-        )
+        return f"CPUOffloadingManager(capacity={self._capacity}, used={len(self._blocks)}, policy={self._policy!r})"
 
     def _claim(self, done: list[OffloadKey], caller: str) -> list[OffloadKey]:
         """The keys of ``done`` whose stores are in flight, released from ``caller``'s stores; raises having changed nothing.
@@ -355,8 +343,10 @@ def _unloadable(keys: Sequence[OffloadKey], found: Sequence[BlockStatus | None])
         unpins[key] = unpins.get(key, 0) + 1
         if block is None or unpins[key] > block.ref_cnt:
             why = (
-                "it is not offloaded" if block is None
-                else "its store is still in flight" if block.ref_cnt < 0
+                "it is not offloaded"
+                if block is None
+                else "its store is still in flight"
+                if block.ref_cnt < 0
                 else f"it is named {unpins[key]} times, pinned by {block.ref_cnt} loads"
             )
             return f"block {key!r} is not being loaded ({why}); complete each prepare_load() once"

@@ -70,15 +70,11 @@ class ForwardingManager(OffloadingManager):
         self._inner.complete_load(keys, req_context)
 
     @override
-    def prepare_store(
-        self, keys: Sequence[OffloadKey], req_context: ReqContext
-    ) -> PrepareStoreOutput | None:
+    def prepare_store(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> PrepareStoreOutput | None:
         return self._inner.prepare_store(keys, req_context)
 
     @override
-    def complete_store(
-        self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True
-    ) -> None:
+    def complete_store(self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True) -> None:
         self._inner.complete_store(keys, req_context, success)
 
     @override

@@ -87,9 +87,7 @@ class FilterReusedOffloadingManager(ForwardingManager):
         self._admitted.difference_update(keys)
 
     @override
-    def prepare_store(
-        self, keys: Sequence[OffloadKey], req_context: ReqContext
-    ) -> PrepareStoreOutput | None:
+    def prepare_store(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> PrepareStoreOutput | None:
         offered = req_context.get_state(_OfferedKeys)
         counted = offered.keys if offered is not None else _NONE_COUNTED
         seen, admitted, threshold = self._seen, self._admitted, self._threshold
@@ -133,9 +131,7 @@ class FilterReusedOffloadingManager(ForwardingManager):
         return replace(inner, skipped_stores=inner.skipped_stores + self._skipped)
 
     @override
-    def complete_store(
-        self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True
-    ) -> None:
+    def complete_store(self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True) -> None:
         done = list(keys)
         self._inner.complete_store(done, req_context, success)
         in_flight = self._in_flight

@@ -175,9 +175,7 @@ class TieringOffloadingManager(OffloadingManager):
             req_context.set_state(prefix)
         return prefix
 
-    def _start_promotion(
-        self, key: OffloadKey, state: _TierState, prefix: _RequestPrefix
-    ) -> LookupResult:
+    def _start_promotion(self, key: OffloadKey, state: _TierState, prefix: _RequestPrefix) -> LookupResult:
         """Reserve a primary block for ``key``; the blocks the request already found stay.
 
         A key of the request's prefix that the primary no longer holds (its promotion
@@ -238,16 +236,12 @@ class TieringOffloadingManager(OffloadingManager):
         self._step()
 
     @override
-    def prepare_store(
-        self, keys: Sequence[OffloadKey], req_context: ReqContext
-    ) -> PrepareStoreOutput | None:
+    def prepare_store(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> PrepareStoreOutput | None:
         self._step()
         return self._primary.prepare_store(keys, req_context)
 
     @override
-    def complete_store(
-        self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True
-    ) -> None:
+    def complete_store(self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True) -> None:
         stored = list(keys)
         if self._promoting and not self._promoting.keys().isdisjoint(stored):
             promoted = next(k for k in stored if k in self._promoting)

@@ -35,7 +35,9 @@ def manager_samples(stats: ManagerStats, labels: Mapping[str, str] | None = None
     kind stay apart.
     """
     samples = _host_gauges(stats)
-    samples.append(MetricSample("kv_offload_stores_skipped", "counter", _SKIPPED_HELP, stats.skipped_stores, vllm_name=True))
+    samples.append(
+        MetricSample("kv_offload_stores_skipped", "counter", _SKIPPED_HELP, stats.skipped_stores, vllm_name=True)
+    )
     samples.extend(_manager_counters(stats, labels or {}))
     if isinstance(stats, TieringStats):
         for position, tier in enumerate(stats.tiers, start=1):
@@ -51,9 +53,19 @@ def _host_gauges(stats: ManagerStats) -> list[MetricSample]:
     """
     capacity = stats.capacity or 1
     return [
-        MetricSample("kv_offload_cpu_cache_usage_perc", "gauge", _BUSY_HELP, (stats.storing + stats.reading) / capacity, vllm_name=True),
-        MetricSample("kv_offload_cpu_cache_write_usage_perc", "gauge", _WRITE_HELP, stats.storing / capacity, vllm_name=True),
-        MetricSample("kv_offload_cpu_cache_read_usage_perc", "gauge", _READ_HELP, stats.reading / capacity, vllm_name=True),
+        MetricSample(
+            "kv_offload_cpu_cache_usage_perc",
+            "gauge",
+            _BUSY_HELP,
+            (stats.storing + stats.reading) / capacity,
+            vllm_name=True,
+        ),
+        MetricSample(
+            "kv_offload_cpu_cache_write_usage_perc", "gauge", _WRITE_HELP, stats.storing / capacity, vllm_name=True
+        ),
+        MetricSample(
+            "kv_offload_cpu_cache_read_usage_perc", "gauge", _READ_HELP, stats.reading / capacity, vllm_name=True
+        ),
         MetricSample("host_usage", "gauge", _USAGE_HELP, stats.used / capacity),
     ]
 
@@ -65,7 +77,11 @@ def _manager_counters(stats: ManagerStats, labels: Mapping[str, str]) -> Iterato
         ("evictions", stats.evicted, "Blocks evicted from host memory by the policy."),
         ("stored_blocks", stats.stored, "Blocks made readable in host memory."),
         ("loaded_blocks", stats.loaded, "Blocks loaded from host memory."),
-        ("failed_store_blocks", stats.failed_stores, "Blocks not stored: no room in host memory, or their store failed."),
+        (
+            "failed_store_blocks",
+            stats.failed_stores,
+            "Blocks not stored: no room in host memory, or their store failed.",
+        ),
     ):
         yield MetricSample(name + "_total", "counter", documentation, value, labels)
 

@@ -10,6 +10,7 @@ __all__ = ["MetricKind", "MetricSample", "MetricsSource"]
 
 MetricKind = Literal["counter", "gauge", "histogram"]
 
+
 @dataclass(frozen=True, slots=True)
 class MetricSample:
     """One metric as read now: a counter's total, a gauge's value, or a histogram's buckets.

@@ -32,14 +32,33 @@ class _Transfers:
         self.counts[bisect.bisect_left(TRANSFER_SIZE_BUCKETS, result.transfer_bytes)] += 1
 
     def samples(self, direction: str) -> Iterator[MetricSample]:
-        yield MetricSample(f"kv_offload_{direction}_bytes", "counter", f"Total bytes of {direction}s between GPU and host.", self.bytes, vllm_name=True)
-        yield MetricSample(f"kv_offload_{direction}_time", "counter", f"Total {direction} time, in seconds.", self.seconds, vllm_name=True)
+        yield MetricSample(
+            f"kv_offload_{direction}_bytes",
+            "counter",
+            f"Total bytes of {direction}s between GPU and host.",
+            self.bytes,
+            vllm_name=True,
+        )
+        yield MetricSample(
+            f"kv_offload_{direction}_time",
+            "counter",
+            f"Total {direction} time, in seconds.",
+            self.seconds,
+            vllm_name=True,
+        )
         cumulative: list[tuple[float, int]] = []
         total = 0
         for bound, count in zip((*TRANSFER_SIZE_BUCKETS, float("inf")), self.counts):
             total += count
             cumulative.append((bound, total))
-        yield MetricSample(f"kv_offload_{direction}_size", "histogram", f"{direction.title()} job sizes, in bytes.", self.bytes, buckets=tuple(cumulative), vllm_name=True)
+        yield MetricSample(
+            f"kv_offload_{direction}_size",
+            "histogram",
+            f"{direction.title()} job sizes, in bytes.",
+            self.bytes,
+            buckets=tuple(cumulative),
+            vllm_name=True,
+        )
 
 
 class MeteredWorker(OffloadingWorker):

@@ -287,11 +287,17 @@ class WhatIfObserver(RequestObserver):
                 yield MetricSample("whatif_hit_ratio", "gauge", _CAPACITY_HELP, value, labels)
         for name, figure in report.policy.items():
             for window, value in (("run", figure.run), ("recent", figure.recent)):
-                yield MetricSample("whatif_policy_hit_ratio", "gauge", _POLICY_HELP, value, {"policy": name, "window": window})
-        yield MetricSample("whatif_sample_rate", "gauge", "Fraction of blocks the what-if shadows see.", report.sample_rate)
+                yield MetricSample(
+                    "whatif_policy_hit_ratio", "gauge", _POLICY_HELP, value, {"policy": name, "window": window}
+                )
+        yield MetricSample(
+            "whatif_sample_rate", "gauge", "Fraction of blocks the what-if shadows see.", report.sample_rate
+        )
 
 
-_CAPACITY_HELP = "Hit ratio the current policy would reach with capacity_multiplier times the host memory (sampled shadow)."
+_CAPACITY_HELP = (
+    "Hit ratio the current policy would reach with capacity_multiplier times the host memory (sampled shadow)."
+)
 _POLICY_HELP = "Hit ratio the named policy would reach with the current host memory (sampled shadow)."
 
 

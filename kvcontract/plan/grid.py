@@ -61,7 +61,9 @@ def _blocks(text: str, unique_blocks: int, block_bytes: int | None) -> int:
             f"capacity {text.strip()!r} is not understood: give a percentage (5%), a size (8GiB) or blocks (4096)"
         ) from None
     if block_bytes is None:
-        raise GridError(f"capacity {text.strip()!r} is a size: give --block-bytes N or --config FILE to turn it into blocks")
+        raise GridError(
+            f"capacity {text.strip()!r} is a size: give --block-bytes N or --config FILE to turn it into blocks"
+        )
     blocks = size // block_bytes
     if blocks < 1:
         raise GridError(f"capacity {text.strip()!r} holds no block of {block_bytes} bytes; give a larger size")

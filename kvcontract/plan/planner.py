@@ -142,4 +142,3 @@ def _hit_ratio(task: tuple[str, int]) -> float:
     if policy == OPTIMUM:
         return optimal_hit_ratio(_requests, capacity)
     return replay(CPUOffloadingManager(capacity, policy), _requests).hit_ratio
-

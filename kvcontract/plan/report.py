@@ -95,7 +95,10 @@ def print_tier_plan(plan: TierPlan, *, block_bytes: int | None, console: Console
             *(f"{plan.hit_ratios[level][index]:.4f}" for level in plan.levels),
             f"{plan.total(index):.4f}",
             *(
-                [size_text(round(plan.hit_ratios[name][index] * plan.blocks) * block_bytes) for name in plan.tier_capacities]
+                [
+                    size_text(round(plan.hit_ratios[name][index] * plan.blocks) * block_bytes)
+                    for name in plan.tier_capacities
+                ]
                 if block_bytes is not None
                 else []
             ),
@@ -110,7 +113,9 @@ def tier_plan_json(plan: TierPlan, *, block_bytes: int | None) -> dict[str, obje
     return {
         "levels": list(plan.levels),
         "tier_capacities": dict(plan.tier_capacities),
-        "tier_bytes": {name: blocks * block_bytes for name, blocks in plan.tier_capacities.items()} if block_bytes else None,
+        "tier_bytes": {name: blocks * block_bytes for name, blocks in plan.tier_capacities.items()}
+        if block_bytes
+        else None,
         "host_capacities": list(plan.capacities),
         "hit_ratios": {level: list(ratios) for level, ratios in plan.hit_ratios.items()},
         "total_hit_ratios": [plan.total(index) for index in range(len(plan.capacities))],

@@ -105,7 +105,9 @@ def shards_hit_curves(requests: Sequence[Sequence[int]], rate: float, seeds: Seq
     chance = np.minimum(rate * np.maximum(reuses, 1.0), 1.0)
     request_of = np.repeat(np.arange(len(lengths)), lengths)
     longest = int(lengths.max()) if len(lengths) else 0
-    return [HitCurve(_sampled_hits(ids, lengths, request_of, reuses, chance, seed), len(ids), longest) for seed in seeds]
+    return [
+        HitCurve(_sampled_hits(ids, lengths, request_of, reuses, chance, seed), len(ids), longest) for seed in seeds
+    ]
 
 
 def shards_hit_curve(requests: Sequence[Sequence[int]], rate: float, *, seed: int = 0) -> HitCurve:

@@ -77,4 +77,6 @@ def plan_tiers(
             ratios[level].append(int(np.count_nonzero(served)) / blocks)
             pending &= ~served
     longest = int(depths.lengths.max())
-    return TierPlan(grid, dict(tier_capacities), {level: tuple(values) for level, values in ratios.items()}, blocks, longest)
+    return TierPlan(
+        grid, dict(tier_capacities), {level: tuple(values) for level, values in ratios.items()}, blocks, longest
+    )

@@ -132,9 +132,7 @@ class ARCPolicy(PolicyBase):
         """Put new ``key`` in T1, or in T2 when a ghost list remembers it (moving the target)."""
         b1, b2 = self._b1, self._b2
         if key in b1:
-            self._target_t1 = min(
-                float(self._capacity), self._target_t1 + max(1.0, len(b2) / len(b1))
-            )
+            self._target_t1 = min(float(self._capacity), self._target_t1 + max(1.0, len(b2) / len(b1)))
             del b1[key]
             self._t2[key] = None
         elif key in b2:

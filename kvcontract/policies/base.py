@@ -46,10 +46,7 @@ class PolicyBase(CachePolicy):
 
     def __init__(self, capacity: int) -> None:
         if type(capacity) is not int or capacity < 1:
-            raise ValueError(
-                f"{type(self).__name__}: capacity must be a positive number of blocks, "
-                f"got {capacity!r}"
-            )
+            raise ValueError(f"{type(self).__name__}: capacity must be a positive number of blocks, got {capacity!r}")
         self._capacity = capacity
         self._blocks: dict[OffloadKey, BlockStatus] = {}
         self._parked: OrderedDict[OffloadKey, int] = OrderedDict()
@@ -96,9 +93,7 @@ class PolicyBase(CachePolicy):
             self._forget(key, linked=True)
 
     @override
-    def evict(
-        self, n: int, protected: Set[OffloadKey]
-    ) -> list[tuple[OffloadKey, BlockStatus]] | None:
+    def evict(self, n: int, protected: Set[OffloadKey]) -> list[tuple[OffloadKey, BlockStatus]] | None:
         if n <= 0:
             if n < 0:
                 raise ValueError(f"{type(self).__name__}.evict: n must be >= 0, got {n}")
@@ -136,10 +131,7 @@ class PolicyBase(CachePolicy):
 
     @override
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(capacity={self._capacity}, held={len(self._blocks)}, "
-            f"parked={len(self._parked)})"
-        )
+        return f"{type(self).__name__}(capacity={self._capacity}, held={len(self._blocks)}, parked={len(self._parked)})"
 
     def _linked_candidates(self, n: int, protected: Set[OffloadKey]) -> int:
         """Blocks in the order that ``protected`` does not name: an upper bound of the victims."""
@@ -162,8 +154,7 @@ class PolicyBase(CachePolicy):
         before = len(held)
         if len(keys) != len(blocks):
             raise ValueError(
-                f"{type(self).__name__}.insert_many: {len(keys)} keys but {len(blocks)} "
-                "blocks; pass one block per key"
+                f"{type(self).__name__}.insert_many: {len(keys)} keys but {len(blocks)} blocks; pass one block per key"
             )
         if before + len(keys) > self._capacity or not held.keys().isdisjoint(keys):
             self._refuse_insert("insert_many", next((key for key in keys if key in held), keys[0]))
@@ -171,10 +162,7 @@ class PolicyBase(CachePolicy):
         if len(held) != before + len(keys):
             for key in keys:
                 held.pop(key, None)
-            raise ValueError(
-                f"{type(self).__name__}.insert_many: a key appears twice in the batch; "
-                "pass distinct keys"
-            )
+            raise ValueError(f"{type(self).__name__}.insert_many: a key appears twice in the batch; pass distinct keys")
 
     def _stamp(self, key: OffloadKey) -> int:
         """The scan stamp of ``key``, met by a scan now: its old one if it has one, else the next."""

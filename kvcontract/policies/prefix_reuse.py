@@ -66,9 +66,7 @@ class PrefixReusePolicy(PolicyBase):
         if history_factor < 2:
             raise ValueError(f"history_factor must be >= 2, got {history_factor}")
         if not 2 <= len(bonus) <= _CLASSES or any(b < 0 for b in bonus) or list(bonus) != sorted(bonus):
-            raise ValueError(
-                f"bonus must hold 2 to {_CLASSES} non-negative, non-decreasing factors, got {list(bonus)}"
-            )
+            raise ValueError(f"bonus must hold 2 to {_CLASSES} non-negative, non-decreasing factors, got {list(bonus)}")
         if not 0.0 < smoothing < 1.0:
             raise ValueError(f"smoothing must be in (0, 1), got {smoothing}")
         self._factors = tuple(float(b) for b in bonus)

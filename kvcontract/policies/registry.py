@@ -39,9 +39,7 @@ _registered: dict[str, PolicyFactory] = {}
 def register_policy(name: str, factory: PolicyFactory) -> None:
     """Make ``factory`` available as ``name``; registering a name twice with different factories fails."""
     if type(name) is not str or not name.strip() or ":" in name:
-        raise ValueError(
-            f"policy name must be a non-empty string without ':' (':' marks a module path), got {name!r}"
-        )
+        raise ValueError(f"policy name must be a non-empty string without ':' (':' marks a module path), got {name!r}")
     if not callable(factory):
         raise TypeError(f"policy {name!r}: factory must be callable with the capacity, got {factory!r}")
     known = _registered.get(name)

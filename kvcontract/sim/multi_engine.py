@@ -157,7 +157,9 @@ def run_engines_simulation(
     return run_engines(config, requests, engines)
 
 
-def print_engines_report(report: MultiEngineReport, heading: Sequence[str] = (), console: Console | None = None) -> None:
+def print_engines_report(
+    report: MultiEngineReport, heading: Sequence[str] = (), console: Console | None = None
+) -> None:
     """``heading`` (what ran), one row per engine and one for all of them: requests, blocks, hits,
     verified blocks, failures; then the verdict of the byte-for-byte check."""
     rows = [

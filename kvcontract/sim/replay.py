@@ -67,9 +67,7 @@ class ReplayReport:
         return self.cpu_seconds * 1e6 / self.blocks if self.blocks else 0.0
 
 
-def replay(
-    manager: OffloadingManager, requests: str | os.PathLike[str] | Iterable[Request]
-) -> ReplayReport:
+def replay(manager: OffloadingManager, requests: str | os.PathLike[str] | Iterable[Request]) -> ReplayReport:
     """Serve ``requests`` (a Mooncake trace path, or requests with hash ids) through ``manager``."""
     if isinstance(requests, (str, os.PathLike)):
         requests = read_trace(requests)

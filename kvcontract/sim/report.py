@@ -38,7 +38,16 @@ from kvcontract.sim.simulator import SimulationReport
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["PLOT_EXTRA", "check_verdict", "print_report", "require_plotting", "run_figure", "run_heading", "write_plot", "write_summary"]
+__all__ = [
+    "PLOT_EXTRA",
+    "check_verdict",
+    "print_report",
+    "require_plotting",
+    "run_figure",
+    "run_heading",
+    "write_plot",
+    "write_summary",
+]
 
 PLOT_EXTRA = "kvcontract[plot]"
 """The extra that installs what :func:`write_plot` needs."""

@@ -308,7 +308,9 @@ class _Copies:
         first = min(request.positions[key] for key in plan.keys_to_store)
         self._write(request.hash_ids[first:], request.base + first * self._k)
         gpu_ids = [
-            request.base + request.positions[key] * self._k + sub for key in plan.keys_to_store for sub in range(self._k)
+            request.base + request.positions[key] * self._k + sub
+            for key in plan.keys_to_store
+            for sub in range(self._k)
         ]
         job = next(self._job_ids)
         if self.worker.submit_store(job, GPULoadStoreSpec(gpu_ids), plan.store_spec):

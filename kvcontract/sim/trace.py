@@ -75,7 +75,9 @@ def read_simulation_requests(path: str | os.PathLike[str], count: int | None, bo
     """
     requests = [list(request.hash_ids) for request in islice(iter_trace(path), count or bound + 1)]
     if len(requests) > bound:
-        raise TraceFormatError(f"{os.fspath(path)}: more than {bound} requests; give --requests to replay the first ones")
+        raise TraceFormatError(
+            f"{os.fspath(path)}: more than {bound} requests; give --requests to replay the first ones"
+        )
     if not requests:
         raise TraceFormatError(f"{os.fspath(path)}: no requests (the file is empty or every line is blank)")
     return requests
@@ -161,9 +163,7 @@ def _parse(line: str, where: str) -> TraceRequest:
     for name in _COUNTS:
         value = record.get(name, 0)
         if type(value) is not int or not 0 <= value < _ID_LIMIT:
-            raise TraceFormatError(
-                f"{where}: {name!r} must be a non-negative integer below 2**64, got {_shown(value)}"
-            )
+            raise TraceFormatError(f"{where}: {name!r} must be a non-negative integer below 2**64, got {_shown(value)}")
         counts.append(value)
     return TraceRequest(hash_ids, *counts)
 

@@ -11,7 +11,9 @@ from kvcontract.extras import MissingExtraError as _MissingExtraError
 try:
     import hypothesis as _hypothesis
 except ImportError:  # pragma: no cover - exercised without the extra only
-    raise _MissingExtraError("kvcontract.testing needs hypothesis: pip install 'kvcontract[testing]'", extra="testing") from None
+    raise _MissingExtraError(
+        "kvcontract.testing needs hypothesis: pip install 'kvcontract[testing]'", extra="testing"
+    ) from None
 
 from kvcontract.testing.checks import check_manager, check_policy, check_tier, check_worker
 from kvcontract.testing.conformance import PROFILES, ConformanceError, Profile

@@ -15,7 +15,9 @@ def _name(factory: object) -> str:
     return str(getattr(factory, "__qualname__", None) or type(factory).__name__)
 
 
-def check_policy(factory: PolicyFactory, *, order_model: PolicyFactory | None = None, profile: ProfileName = "fast") -> None:
+def check_policy(
+    factory: PolicyFactory, *, order_model: PolicyFactory | None = None, profile: ProfileName = "fast"
+) -> None:
     """Check a ``CachePolicy``: ``factory(capacity)`` builds it; ``order_model`` (a reference policy) also checks its victims."""
     run_machine(policy_machine(factory, order_model), _name(factory), profile)
 

@@ -79,8 +79,12 @@ def read_components(table: Mapping[str, object]) -> list[ComponentSpec]:
     """The components of ``[tool.kvcontract]`` (``table``), imported and with their kind."""
     entries = table.get("components", [])
     if not isinstance(entries, list):
-        raise ComponentError("[tool.kvcontract] components: give a list of 'module:Name' strings or {path, kind} tables")
-    return [_resolve(entry) for entry in cast("list[object]", entries)]  # a TOML array: its items are checked one by one
+        raise ComponentError(
+            "[tool.kvcontract] components: give a list of 'module:Name' strings or {path, kind} tables"
+        )
+    return [
+        _resolve(entry) for entry in cast("list[object]", entries)
+    ]  # a TOML array: its items are checked one by one
 
 
 def _resolve(entry: object) -> ComponentSpec:
@@ -105,7 +109,9 @@ def _resolve(entry: object) -> ComponentSpec:
         ancestors = target.__mro__ if isinstance(target, type) else ()
         kind = next((name for base, name in _KINDS if base in ancestors), None)
         if kind is None:
-            raise ComponentError(f"component {path}: not a contract subclass; name its kind: {{ path = {path!r}, kind = \"policy\" }}")
+            raise ComponentError(
+                f'component {path}: not a contract subclass; name its kind: {{ path = {path!r}, kind = "policy" }}'
+            )
     known = _KIND_NAMES.get(kind)
     if known is None:
         raise ComponentError(f"component {path}: kind {kind!r} is not one of {', '.join(_KIND_NAMES)}")

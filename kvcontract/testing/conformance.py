@@ -86,7 +86,11 @@ def run_machine(machine: type[RuleBasedStateMachine], component: str, profile: P
                     derandomize=True,
                     phases=_PHASES,
                     print_blob=False,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+                    suppress_health_check=[
+                        HealthCheck.too_slow,
+                        HealthCheck.filter_too_much,
+                        HealthCheck.data_too_large,
+                    ],
                 ),
             )
     except RuleBroken as broken:

@@ -81,24 +81,50 @@ def manager_machine(factory: ManagerFactory) -> type[RuleBasedStateMachine]:
             before = self._answers()
             output = self.manager.prepare_store(keys, self.context)
             if output is None:
-                require(self._answers() == before, "a prepare_store that returns None changes nothing", "lookups changed")
+                require(
+                    self._answers() == before, "a prepare_store that returns None changes nothing", "lookups changed"
+                )
                 return
             stored = list(output.keys_to_store)
-            require(set(stored) <= set(keys), "prepare_store plans only keys of its batch", f"{[k.hex() for k in stored]}")
-            require(not any(k in self.blocks for k in stored), "prepare_store skips keys already stored or in flight", f"{[k.hex() for k in stored]}")
-            require(not set(output.evicted_keys) & set(keys), "prepare_store never evicts a key of its batch", f"{[k.hex() for k in output.evicted_keys]}")
+            require(
+                set(stored) <= set(keys), "prepare_store plans only keys of its batch", f"{[k.hex() for k in stored]}"
+            )
+            require(
+                not any(k in self.blocks for k in stored),
+                "prepare_store skips keys already stored or in flight",
+                f"{[k.hex() for k in stored]}",
+            )
+            require(
+                not set(output.evicted_keys) & set(keys),
+                "prepare_store never evicts a key of its batch",
+                f"{[k.hex() for k in output.evicted_keys]}",
+            )
             for key in output.evicted_keys:
                 block = self.blocks.get(key)
                 require(block is not None and block.readable, "only readable blocks are evicted", f"{key.hex()}")
-                require(block is not None and block.pins == 0, "pins hold against eviction", f"evicted pinned {key.hex()}")
+                require(
+                    block is not None and block.pins == 0, "pins hold against eviction", f"evicted pinned {key.hex()}"
+                )
                 del self.blocks[key]
             ids = _ids(output.store_spec)
-            require(len(ids) == len(stored), "the store spec has one block per key to store", f"{len(ids)} ids for {len(stored)} keys")
+            require(
+                len(ids) == len(stored),
+                "the store spec has one block per key to store",
+                f"{len(ids)} ids for {len(stored)} keys",
+            )
             taken = {block.block_id for block in self.blocks.values()}
-            require(len(set(ids)) == len(ids) and not set(ids) & taken, "a store never reuses a block another key holds", f"ids {ids}")
+            require(
+                len(set(ids)) == len(ids) and not set(ids) & taken,
+                "a store never reuses a block another key holds",
+                f"ids {ids}",
+            )
             for key, block_id in zip(stored, ids):
                 self.blocks[key] = _Block(block_id)
-            require(len(self.blocks) <= self.capacity, "the manager never holds more than its capacity", f"{len(self.blocks)}")
+            require(
+                len(self.blocks) <= self.capacity,
+                "the manager never holds more than its capacity",
+                f"{len(self.blocks)}",
+            )
 
         @rule(numbers=_key_lists, success=st.booleans())
         def complete_store(self, numbers: list[int], success: bool) -> None:
@@ -151,7 +177,9 @@ def manager_machine(factory: ManagerFactory) -> type[RuleBasedStateMachine]:
                 return
             before = self._answers()
             refused = _raises(lambda: self.manager.complete_load(keys, self.context))
-            require(refused, "complete_load of a block that is not being loaded is refused", f"{[k.hex() for k in keys]}")
+            require(
+                refused, "complete_load of a block that is not being loaded is refused", f"{[k.hex() for k in keys]}"
+            )
             require(self._answers() == before, "a refused call changes nothing", "lookups changed")
 
         @rule()
@@ -168,12 +196,22 @@ def manager_machine(factory: ManagerFactory) -> type[RuleBasedStateMachine]:
                 block = self.blocks.get(key)
                 answer = self.manager.lookup(key, self.context)
                 if block is not None and block.readable:
-                    require(answer is LookupResult.HIT, "lookup answers HIT for a readable block", f"{key.hex()}: {answer}")
+                    require(
+                        answer is LookupResult.HIT, "lookup answers HIT for a readable block", f"{key.hex()}: {answer}"
+                    )
                 else:
-                    require(answer is not LookupResult.HIT, "lookup never answers HIT for a block that is not readable", f"{key.hex()}")
+                    require(
+                        answer is not LookupResult.HIT,
+                        "lookup never answers HIT for a block that is not readable",
+                        f"{key.hex()}",
+                    )
             stats = self.manager.stats()
             require(stats.capacity == self.capacity, "stats report the capacity", f"{stats.capacity}")
-            require(stats.used == len(self.blocks), "stats count the blocks held, in flight included", f"used {stats.used}, held {len(self.blocks)}")
+            require(
+                stats.used == len(self.blocks),
+                "stats count the blocks held, in flight included",
+                f"used {stats.used}, held {len(self.blocks)}",
+            )
 
     return ManagerConformance
 
@@ -184,4 +222,3 @@ def _raises(call: Callable[[], object]) -> bool:
     except ValueError:
         return True
     return False
-

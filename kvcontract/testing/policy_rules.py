@@ -61,7 +61,9 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
             if key in self.blocks or len(self.blocks) >= self.capacity:
                 before = dict(self.blocks)
                 refused = _raises(lambda: self.policy.insert(key, block))
-                require(refused, "an insert of a held key, or past capacity, is refused", f"insert {key.hex()} was accepted")
+                require(
+                    refused, "an insert of a held key, or past capacity, is refused", f"insert {key.hex()} was accepted"
+                )
                 self._unchanged(before, "a refused insert changes nothing")
                 return
             self.policy.insert(key, block)
@@ -134,7 +136,11 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
 
         def _protected_and_evictable(self, data: st.DataObject) -> tuple[frozenset[OffloadKey], int]:
             held = sorted(self.blocks)
-            protected = frozenset(data.draw(st.lists(st.sampled_from(held), unique=True, max_size=2))) if held else frozenset[OffloadKey]()
+            protected = (
+                frozenset(data.draw(st.lists(st.sampled_from(held), unique=True, max_size=2)))
+                if held
+                else frozenset[OffloadKey]()
+            )
             return protected, sum(1 for k, b in self.blocks.items() if k not in protected and b.ref_cnt == 0)
 
         @rule(data=st.data())
@@ -158,7 +164,11 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
             victims = self.policy.evict(n, protected)
             expected = self.order.evict(n, protected) if self.order is not None else None
             if victims is None:
-                require(n > evictable, "evict returns n victims whenever n blocks are evictable", f"evict({n}) gave None with {evictable} evictable")
+                require(
+                    n > evictable,
+                    "evict returns n victims whenever n blocks are evictable",
+                    f"evict({n}) gave None with {evictable} evictable",
+                )
                 self._unchanged(before, "evict that returns None changes nothing")
                 return
             keys = [key for key, _ in victims]
@@ -168,17 +178,29 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
                 require(key in before, "evict returns only held blocks", f"{key.hex()} was not held")
                 require(before[key] is block, "evict returns each victim with its own block", f"{key.hex()}")
                 require(key not in protected, "evict never takes a protected block", f"took {key.hex()}")
-                require(block.ref_cnt == 0, "evict never takes a pinned or in-flight block", f"took {key.hex()} with ref_cnt {block.ref_cnt}")
+                require(
+                    block.ref_cnt == 0,
+                    "evict never takes a pinned or in-flight block",
+                    f"took {key.hex()} with ref_cnt {block.ref_cnt}",
+                )
                 require(self.policy.get(key) is None, "an evicted block is gone (get is None)", f"{key.hex()}")
                 del self.blocks[key]
             if self.order is not None:
                 want = sorted(key for key, _ in expected or [])
-                require(sorted(keys) == want, "evict chooses the victims the order model chooses", f"got {[k.hex() for k in keys]}, model {[k.hex() for k in want]}")
+                require(
+                    sorted(keys) == want,
+                    "evict chooses the victims the order model chooses",
+                    f"got {[k.hex() for k in keys]}, model {[k.hex() for k in want]}",
+                )
 
         @rule(n=st.integers(-3, -1))
         def evict_negative(self, n: int) -> None:
             before = dict(self.blocks)
-            require(_raises(lambda: self.policy.evict(n, frozenset())), "evict with n < 0 is refused", f"evict({n}) was accepted")
+            require(
+                _raises(lambda: self.policy.evict(n, frozenset())),
+                "evict with n < 0 is refused",
+                f"evict({n}) was accepted",
+            )
             self._unchanged(before, "a refused evict changes nothing")
 
         @precondition(lambda self: bool(self.blocks))
@@ -195,8 +217,14 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
 
         @invariant()
         def consistent(self) -> None:
-            require(len(self.policy) == len(self.blocks), "len counts the blocks held, in flight included", f"len {len(self.policy)}, held {len(self.blocks)}")
-            require(len(self.policy) <= self.capacity, "capacity is never exceeded", f"{len(self.policy)} > {self.capacity}")
+            require(
+                len(self.policy) == len(self.blocks),
+                "len counts the blocks held, in flight included",
+                f"len {len(self.policy)}, held {len(self.blocks)}",
+            )
+            require(
+                len(self.policy) <= self.capacity, "capacity is never exceeded", f"{len(self.policy)} > {self.capacity}"
+            )
             for key, block in self.blocks.items():
                 require(self.policy.get(key) is block, "get returns the block inserted for the key", f"{key.hex()}")
 

@@ -65,9 +65,17 @@ def tier_machine(factory: TierFactory, corrupt: CorruptHook | None) -> type[Rule
             while time.monotonic() < deadline:
                 results = self.tier.get_finished()
                 for result in results:
-                    require(result.job_id == job, "each job is reported exactly once", f"unexpected report of job {result.job_id}")
+                    require(
+                        result.job_id == job,
+                        "each job is reported exactly once",
+                        f"unexpected report of job {result.job_id}",
+                    )
                 if results:
-                    require(len(results) == 1, "each job is reported exactly once", f"job {job} reported {len(results)} times")
+                    require(
+                        len(results) == 1,
+                        "each job is reported exactly once",
+                        f"job {job} reported {len(results)} times",
+                    )
                     return results[0]
                 time.sleep(0.001)
             require(False, "every submitted job is reported", f"job {job} not reported within {_JOB_SECONDS} s")
@@ -99,7 +107,11 @@ def tier_machine(factory: TierFactory, corrupt: CorruptHook | None) -> type[Rule
                 return
             if result.success:
                 require(number in self.stored, "a block never stored is a miss", f"key {number} loaded successfully")
-                require(torch.equal(self.host[host], _pattern(number)), "a load brings back exactly the stored bytes", f"key {number}")
+                require(
+                    torch.equal(self.host[host], _pattern(number)),
+                    "a load brings back exactly the stored bytes",
+                    f"key {number}",
+                )
             else:
                 require(not hit, "a block the tier reports as a HIT can be loaded", f"key {number} failed after HIT")
                 require(
@@ -115,8 +127,16 @@ def tier_machine(factory: TierFactory, corrupt: CorruptHook | None) -> type[Rule
             corrupt(self.tier, _key(number))
             self.stored.discard(number)
             result = self._load(number, host)
-            require(result is None or not result.success, "a corrupt block is a miss: its load fails", f"key {number} loaded")
-            require(self.tier.lookup(_key(number)) is not LookupResult.HIT, "a corrupt block is a miss afterwards", f"key {number}")
+            require(
+                result is None or not result.success,
+                "a corrupt block is a miss: its load fails",
+                f"key {number} loaded",
+            )
+            require(
+                self.tier.lookup(_key(number)) is not LookupResult.HIT,
+                "a corrupt block is a miss afterwards",
+                f"key {number}",
+            )
 
         @rule(numbers=st.lists(st.integers(0, _KEYS - 1), max_size=4, unique=True))
         def touch(self, numbers: list[int]) -> None:

@@ -40,7 +40,10 @@ def worker_machine(factory: WorkerFactory, layer_shape: tuple[int, ...], layers:
         def __init__(self) -> None:
             super().__init__()
             generator = torch.Generator().manual_seed(0)
-            self.caches = [torch.randint(0, 255, (GPU_BLOCKS, *layer_shape), generator=generator, dtype=torch.uint8) for _ in range(layers)]
+            self.caches = [
+                torch.randint(0, 255, (GPU_BLOCKS, *layer_shape), generator=generator, dtype=torch.uint8)
+                for _ in range(layers)
+            ]
             self.worker = factory(self.caches, HOST_BLOCKS)
             self.host: dict[int, list[torch.Tensor]] = {}
             self.jobs = itertools.count(1)
@@ -55,7 +58,11 @@ def worker_machine(factory: WorkerFactory, layer_shape: tuple[int, ...], layers:
             while time.monotonic() < deadline:
                 results = self.worker.get_finished()
                 if results:
-                    require([r.job_id for r in results] == [job], "each job is reported exactly once", f"reports {[r.job_id for r in results]} for job {job}")
+                    require(
+                        [r.job_id for r in results] == [job],
+                        "each job is reported exactly once",
+                        f"reports {[r.job_id for r in results]} for job {job}",
+                    )
                     return results[0]
                 time.sleep(0.001)
             require(False, "every submitted job is reported", f"job {job} not reported")
@@ -63,9 +70,15 @@ def worker_machine(factory: WorkerFactory, layer_shape: tuple[int, ...], layers:
 
         @rule(gpu=_block_lists, data=st.data())
         def store(self, gpu: list[int], data: st.DataObject) -> None:
-            host = data.draw(st.lists(st.integers(0, HOST_BLOCKS - 1), min_size=len(gpu), max_size=len(gpu), unique=True))
+            host = data.draw(
+                st.lists(st.integers(0, HOST_BLOCKS - 1), min_size=len(gpu), max_size=len(gpu), unique=True)
+            )
             job = next(self.jobs)
-            require(self.worker.submit_store(job, GPULoadStoreSpec(gpu), BlockIdsSpec(host)), "a valid store is accepted", f"{gpu} -> {host}")
+            require(
+                self.worker.submit_store(job, GPULoadStoreSpec(gpu), BlockIdsSpec(host)),
+                "a valid store is accepted",
+                f"{gpu} -> {host}",
+            )
             result = self._finish(job)
             require(result.success, "a valid store succeeds", f"{gpu} -> {host}")
             for g, h in zip(gpu, host):
@@ -76,16 +89,26 @@ def worker_machine(factory: WorkerFactory, layer_shape: tuple[int, ...], layers:
             if not self.host:
                 return
             host = data.draw(st.lists(st.sampled_from(sorted(self.host)), min_size=1, max_size=4, unique=True))
-            gpu = data.draw(st.lists(st.integers(0, GPU_BLOCKS - 1), min_size=len(host), max_size=len(host), unique=True))
+            gpu = data.draw(
+                st.lists(st.integers(0, GPU_BLOCKS - 1), min_size=len(host), max_size=len(host), unique=True)
+            )
             for g in gpu:
                 for cache in self.caches:
                     cache[g].zero_()
             job = next(self.jobs)
-            require(self.worker.submit_load(job, BlockIdsSpec(host), GPULoadStoreSpec(gpu)), "a valid load is accepted", f"{host} -> {gpu}")
+            require(
+                self.worker.submit_load(job, BlockIdsSpec(host), GPULoadStoreSpec(gpu)),
+                "a valid load is accepted",
+                f"{host} -> {gpu}",
+            )
             require(self._finish(job).success, "a valid load succeeds", f"{host} -> {gpu}")
             for h, g in zip(host, gpu):
                 for layer, cache in enumerate(self.caches):
-                    require(torch.equal(cache[g], self.host[h][layer]), "a load brings back exactly the bytes stored", f"host {h} -> GPU {g}, layer {layer}")
+                    require(
+                        torch.equal(cache[g], self.host[h][layer]),
+                        "a load brings back exactly the bytes stored",
+                        f"host {h} -> GPU {g}, layer {layer}",
+                    )
 
         @rule(gpu=_block_lists)
         def store_out_of_range(self, gpu: list[int]) -> None:
@@ -96,6 +119,10 @@ def worker_machine(factory: WorkerFactory, layer_shape: tuple[int, ...], layers:
             except (ValueError, IndexError):
                 return
             if accepted:
-                require(not self._finish(job).success, "a job naming blocks out of range is refused or fails", f"host ids {host}")
+                require(
+                    not self._finish(job).success,
+                    "a job naming blocks out of range is refused or fails",
+                    f"host ids {host}",
+                )
 
     return WorkerConformance

@@ -196,7 +196,9 @@ class BlockDirectory:
                     if entry.name.endswith(TEMP_SUFFIX):
                         _remove_if_stale(leaf, entry, now)
                     elif entry.name.endswith(_BLOCK_SUFFIX):
-                        found = self._examine(BlockLocation(leaf, entry.name), entry, shard_name + leaf_name, fingerprint)
+                        found = self._examine(
+                            BlockLocation(leaf, entry.name), entry, shard_name + leaf_name, fingerprint
+                        )
                         if found is not None:
                             yield found
 

@@ -85,9 +85,7 @@ class BlockHeader:
 
 def _encode_header(key: OffloadKey, payload_len: int, payload_checksum: int, fingerprint: bytes) -> bytes:
     if len(key) > _MAX_KEY_BYTES:
-        raise ValueError(
-            f"key of {len(key)} bytes is too long for a block file: at most {_MAX_KEY_BYTES}"
-        )
+        raise ValueError(f"key of {len(key)} bytes is too long for a block file: at most {_MAX_KEY_BYTES}")
     return _FIXED.pack(MAGIC, FORMAT_VERSION, len(key), payload_len, payload_checksum, fingerprint) + key
 
 
@@ -211,9 +209,7 @@ def _read_verified(name: str, fd: int, key: OffloadKey, fingerprint: bytes, out:
         raise CorruptBlockError(f"{name}: payload checksum mismatch")
 
 
-def _check_header(
-    name: str, key: OffloadKey, fingerprint: bytes, head: bytearray, read: int, payload_len: int
-) -> int:
+def _check_header(name: str, key: OffloadKey, fingerprint: bytes, head: bytearray, read: int, payload_len: int) -> int:
     """Check a header read for ``key``, identity ``fingerprint`` and a payload of ``payload_len`` bytes; its checksum."""
     if read < len(head):
         raise CorruptBlockError(f"{name}: truncated header ({read} bytes)")

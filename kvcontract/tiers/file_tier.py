@@ -142,7 +142,9 @@ class FileTier(SecondaryTier):
         self._closed = False
         self._checksum_failures = 0
         if self._dir.remove_format_1_shards():
-            _log.info("file tier at %s: removed the shard directories of block format 1 (blocks without an identity)", root)
+            _log.info(
+                "file tier at %s: removed the shard directories of block format 1 (blocks without an identity)", root
+            )
         self._rebuild_index()
         self._pool = PriorityThreadPool(io_threads, name="file-tier")
 
@@ -241,9 +243,7 @@ class FileTier(SecondaryTier):
                 block.ref_cnt += 1
                 if block.ref_cnt == 1:
                     self._policy.mark_non_evictable(key)
-                self._pool.submit(
-                    _READ, functools.partial(self._load_block, progress, key, block, host_id)
-                )
+                self._pool.submit(_READ, functools.partial(self._load_block, progress, key, block, host_id))
             if not ready:
                 self._finish(progress)
         return True
@@ -310,8 +310,7 @@ class FileTier(SecondaryTier):
     def _claim(self, job_id: int) -> None:
         if job_id in self._active_jobs:
             raise ValueError(
-                f"job id {job_id} is still in flight on the file tier at {self.root}: "
-                "give each job a new id"
+                f"job id {job_id} is still in flight on the file tier at {self.root}: give each job a new id"
             )
         self._active_jobs.add(job_id)
 
@@ -354,9 +353,7 @@ class FileTier(SecondaryTier):
             for task in self._stores_behind_delete.pop(key, []):
                 self._pool.submit(_WRITE, task)
 
-    def _store_block(
-        self, progress: _JobProgress, key: OffloadKey, block: BlockStatus, host_id: int
-    ) -> None:
+    def _store_block(self, progress: _JobProgress, key: OffloadKey, block: BlockStatus, host_id: int) -> None:
         started = time.perf_counter()
         try:
             with self._dir.locate(key, create=True) as location:
@@ -375,9 +372,7 @@ class FileTier(SecondaryTier):
                 self._policy.remove(key)
             self._block_done(progress, ok, started)
 
-    def _load_block(
-        self, progress: _JobProgress, key: OffloadKey, block: BlockStatus, host_id: int
-    ) -> None:
+    def _load_block(self, progress: _JobProgress, key: OffloadKey, block: BlockStatus, host_id: int) -> None:
         started = time.perf_counter()
         try:
             with self._dir.locate(key) as location:
@@ -420,7 +415,5 @@ class FileTier(SecondaryTier):
             stored = [key for key in progress.store_order if key in progress.stored_keys]
             self._record(stored, removed=False)
         seconds = time.perf_counter() - progress.started if progress.transfer_bytes else 0.0
-        self._finished.append(
-            TransferResult(progress.job_id, progress.success, progress.transfer_bytes, seconds)
-        )
+        self._finished.append(TransferResult(progress.job_id, progress.success, progress.transfer_bytes, seconds))
         self._active_jobs.discard(progress.job_id)

@@ -31,8 +31,7 @@ class PriorityThreadPool:
         self._queue: queue.PriorityQueue[tuple[int, int, Task | None]] = queue.PriorityQueue()
         self._order = itertools.count()
         self._threads = [
-            threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True)
-            for i in range(num_threads)
+            threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(num_threads)
         ]
         self._stopped = False
         for thread in self._threads:

@@ -128,7 +128,9 @@ class MooncakeTier(RemoteTier):
         self._row_stride = int(host_blocks.stride(0))
         self._zero_copy = int(host_blocks.shape[1]) >= ZERO_COPY_FROM
         value_bytes = header_size(OffloadKey(bytes(20))) + int(host_blocks.shape[1])
-        self._slot_bytes = _HEADER_SLOT_BYTES if self._zero_copy else _COPY_SLOT_VALUES * value_bytes + _MAX_HEADER_BYTES
+        self._slot_bytes = (
+            _HEADER_SLOT_BYTES if self._zero_copy else _COPY_SLOT_VALUES * value_bytes + _MAX_HEADER_BYTES
+        )
         self._slots = torch.zeros((io_threads, self._slot_bytes), dtype=torch.uint8)
         self._slot_rows = self._slots.numpy()
         self._free_slots: queue.SimpleQueue[int] = queue.SimpleQueue()
@@ -155,8 +157,16 @@ class MooncakeTier(RemoteTier):
         self._store_calls = threading.Lock()
         self._load_calls = threading.Lock()
         super().__init__(
-            host_blocks, identity=identity, namespace=namespace, name="mooncake tier", where=master, medium=MEDIUM,
-            io_threads=io_threads, lookup_timeout=lookup_timeout, lookup_wait=lookup_wait, retry_interval=retry_interval,
+            host_blocks,
+            identity=identity,
+            namespace=namespace,
+            name="mooncake tier",
+            where=master,
+            medium=MEDIUM,
+            io_threads=io_threads,
+            lookup_timeout=lookup_timeout,
+            lookup_wait=lookup_wait,
+            retry_interval=retry_interval,
             start_degraded=start_degraded,
         )
 
@@ -285,9 +295,13 @@ class MooncakeTier(RemoteTier):
                         offset += size
                     with self._store_calls:
                         if self._zero_copy:
-                            put = connection.store.batch_put_from_multi_buffers(names, pointers, sizes, connection.put_config)
+                            put = connection.store.batch_put_from_multi_buffers(
+                                names, pointers, sizes, connection.put_config
+                            )
                         else:
-                            put = connection.store.batch_put_from(names, _firsts(pointers), _firsts(sizes), connection.put_config)
+                            put = connection.store.batch_put_from(
+                                names, _firsts(pointers), _firsts(sizes), connection.put_config
+                            )
                     codes += put
         except Exception as exc:
             error = exc

@@ -106,8 +106,16 @@ class RedisTier(RemoteTier):
         self._buffers = threading.local()
         where = url if url is not None else f"cluster {list(cluster_nodes)}"
         super().__init__(
-            host_blocks, identity=identity, namespace=namespace, name="redis tier", where=where, medium=MEDIUM,
-            io_threads=io_threads, lookup_timeout=lookup_timeout, lookup_wait=lookup_wait, retry_interval=retry_interval,
+            host_blocks,
+            identity=identity,
+            namespace=namespace,
+            name="redis tier",
+            where=where,
+            medium=MEDIUM,
+            io_threads=io_threads,
+            lookup_timeout=lookup_timeout,
+            lookup_wait=lookup_wait,
+            retry_interval=retry_interval,
             start_degraded=start_degraded,
         )
 

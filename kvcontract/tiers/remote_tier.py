@@ -152,7 +152,9 @@ class RemoteTier(SecondaryTier):
         self._identity = identity
         self._fingerprint = identity.fingerprint
         self._namespace = namespace
-        self._prefix = f"kvc:{identity.fingerprint_hex[:PREFIX_FINGERPRINT_DIGITS]}" + (f":{namespace}" if namespace else "")
+        self._prefix = f"kvc:{identity.fingerprint_hex[:PREFIX_FINGERPRINT_DIGITS]}" + (
+            f":{namespace}" if namespace else ""
+        )
         self._name = name
         self._where = where
         self._medium = medium
@@ -376,7 +378,9 @@ class RemoteTier(SecondaryTier):
             raise ValueError(f"job id {job_id} is still in flight on {self!r}: give each job a new id")
         self._active_jobs.add(job_id)
 
-    def _end_store(self, job_id: int, keys: Sequence[OffloadKey], started: float, *, error: BaseException | None, stored: bool) -> None:
+    def _end_store(
+        self, job_id: int, keys: Sequence[OffloadKey], started: float, *, error: BaseException | None, stored: bool
+    ) -> None:
         """Report a store job: ``keys`` known present if every value was ``stored``, else the job failed."""
         seconds = time.perf_counter() - started
         expires = self._expires(time.monotonic())
@@ -405,7 +409,9 @@ class RemoteTier(SecondaryTier):
         outcome.checksum_failures += error.checksum_failed
         outcome.mismatches += error.identity_mismatch
 
-    def _end_load(self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int], started: float, outcome: LoadOutcome) -> None:
+    def _end_load(
+        self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int], started: float, outcome: LoadOutcome
+    ) -> None:
         """Report a load job; any key gone, bad or unreachable fails it, its host blocks then all zero-filled and the keys forgotten."""
         lost = [*outcome.gone, *outcome.bad, *outcome.unreachable]
         success = outcome.error is None and not lost

@@ -46,9 +46,7 @@ class _Job:
 class CudaCopyEngine(CopyEngine):
     """Runs jobs on two CUDA streams through device staging, by zero-copy kernels or memcpy runs."""
 
-    def __init__(
-        self, layout: KVCacheLayout, host: torch.Tensor, *, zero_copy: bool | None = None
-    ) -> None:
+    def __init__(self, layout: KVCacheLayout, host: torch.Tensor, *, zero_copy: bool | None = None) -> None:
         """``zero_copy``: ``None`` uses it when the host buffer allows, ``True`` requires it."""
         self._device = layout.device
         rows = host.view(-1, layout.bytes_per_gpu_block)
@@ -112,9 +110,7 @@ class CudaCopyEngine(CopyEngine):
     @override
     def wait(self, job_ids: Collection[int]) -> None:
         with self._lock:
-            ends = [
-                job.end for jobs in self._jobs.values() for job in jobs if job.job_id in job_ids
-            ]
+            ends = [job.end for jobs in self._jobs.values() for job in jobs if job.job_id in job_ids]
         for end in ends:
             end.synchronize()
 

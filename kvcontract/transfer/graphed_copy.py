@@ -74,9 +74,7 @@ class GraphedCopier:
         nbytes = sum(count * self._copier.group_bytes(group) for group, count in sizes)
         if nbytes > GRAPH_MAX_BYTES:
             return None
-        padded = BlockMapping(
-            tuple(_padded(g, count) for g, (_, count) in zip(mapping.groups, sizes)), nbytes
-        )
+        padded = BlockMapping(tuple(_padded(g, count) for g, (_, count) in zip(mapping.groups, sizes)), nbytes)
         graphs = self._graphs.setdefault((direction, sizes), [])
         ready = next((graph for graph in graphs if graph.done.query()), None)
         if ready is None:

@@ -139,37 +139,36 @@ class KVCacheLayout:
         With ``kv_first`` each tensor is ``(2, num_blocks, ...)``: K and V are two planes.
         """
         if blocks_per_offload_block < 1:
-            raise ValueError(
-                f"blocks_per_offload_block must be at least 1, got {blocks_per_offload_block}"
-            )
+            raise ValueError(f"blocks_per_offload_block must be at least 1, got {blocks_per_offload_block}")
         entries = _items(
             kv_caches,
-            "kv_caches must be a list of per-layer tensors (or a list of such lists, one per "
-            "KV-cache group)",
+            "kv_caches must be a list of per-layer tensors (or a list of such lists, one per KV-cache group)",
         )
         if not entries:
             raise ValueError("kv_caches is empty: register at least one KV-cache tensor")
         one_group = all(isinstance(entry, torch.Tensor) for entry in entries)
-        grouped = [entries] if one_group else [
-            _items(
-                entry,
-                f"kv_caches[{g}] must be a list of tensors: give either tensors only (one group) "
-                "or lists of tensors only (one list per KV-cache group)",
-            )
-            for g, entry in enumerate(entries)
-        ]
+        grouped = (
+            [entries]
+            if one_group
+            else [
+                _items(
+                    entry,
+                    f"kv_caches[{g}] must be a list of tensors: give either tensors only (one group) "
+                    "or lists of tensors only (one list per KV-cache group)",
+                )
+                for g, entry in enumerate(entries)
+            ]
+        )
         groups = tuple(_group(tensors, g, kv_first=kv_first) for g, tensors in enumerate(grouped))
         devices = {plane.rows.device for group in groups for plane in group.planes}
         if len(devices) > 1:
             raise ValueError(
-                f"KV-cache tensors are on several devices {sorted(map(str, devices))}: "
-                "one worker serves one device"
+                f"KV-cache tensors are on several devices {sorted(map(str, devices))}: one worker serves one device"
             )
         layout = cls(groups, blocks_per_offload_block)
         if layout.device.type not in _SUPPORTED_DEVICES:
             raise ValueError(
-                f"KV-cache tensors are on {layout.device}; supported devices are "
-                f"{', '.join(_SUPPORTED_DEVICES)}"
+                f"KV-cache tensors are on {layout.device}; supported devices are {', '.join(_SUPPORTED_DEVICES)}"
             )
         return layout
 

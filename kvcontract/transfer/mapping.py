@@ -68,10 +68,7 @@ class BlockMapping:
                 )
         gpu_ids = _ids(gpu.block_ids, "GPULoadStoreSpec.block_ids")
         host_ids = _ids(host_block_ids, "BlockIdsSpec.block_ids")
-        needed = [
-            -(-(start + size) // k) if size else 0
-            for size, start in zip(gpu.group_sizes, gpu.block_indices)
-        ]
+        needed = [-(-(start + size) // k) if size else 0 for size, start in zip(gpu.group_sizes, gpu.block_indices)]
         if sum(needed) != host_ids.size:
             raise ValueError(
                 f"{host_ids.size} host blocks given, but group_sizes {list(gpu.group_sizes)} "
@@ -80,9 +77,7 @@ class BlockMapping:
             )
         _check_range(host_ids, num_host_blocks, "host block id")
         if not to_gpu and _has_repeats(host_ids):
-            raise ValueError(
-                f"a store writes host blocks {host_ids.tolist()} more than once: give distinct ids"
-            )
+            raise ValueError(f"a store writes host blocks {host_ids.tolist()} more than once: give distinct ids")
         groups: list[GroupMapping] = []
         gpu_at = host_at = 0
         for g, (size, start, count) in enumerate(zip(gpu.group_sizes, gpu.block_indices, needed)):
@@ -91,8 +86,7 @@ class BlockMapping:
                 _check_range(ids, layout.groups[g].num_blocks, f"GPU block id of group {g}")
                 if to_gpu and _has_repeats(ids):
                     raise ValueError(
-                        f"a load writes GPU blocks {ids.tolist()} of group {g} more than once: "
-                        "give distinct ids"
+                        f"a load writes GPU blocks {ids.tolist()} of group {g} more than once: give distinct ids"
                     )
                 hosts = host_ids[host_at : host_at + count]
                 rows = hosts if k == 1 else (hosts[:, None] * k + np.arange(k)).ravel()

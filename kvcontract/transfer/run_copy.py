@@ -13,9 +13,7 @@ import numpy.typing as npt
 
 __all__ = ["CopyRuns", "compiled_copy_runs"]
 
-CopyRuns = Callable[
-    [memoryview, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]], None
-]
+CopyRuns = Callable[[memoryview, npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]], None]
 """``copy_runs(span, dst, src, sizes)``: move ``sizes[i]`` bytes from ``src[i]`` to ``dst[i]`` of ``span``."""
 
 

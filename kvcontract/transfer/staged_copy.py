@@ -120,9 +120,7 @@ class StagedCopier:
     ``host_view``, if given, is the same memory as a tensor on the KV tensors' device.
     """
 
-    def __init__(
-        self, layout: KVCacheLayout, host_rows: torch.Tensor, host_view: torch.Tensor | None
-    ) -> None:
+    def __init__(self, layout: KVCacheLayout, host_rows: torch.Tensor, host_view: torch.Tensor | None) -> None:
         self._layout = layout
         self._device = layout.device
         self._rows = host_rows
@@ -169,9 +167,7 @@ class StagedCopier:
         device_ids = torch.empty(ids.shape, dtype=torch.int64, device=self._device)
         sizes = [max(1, STAGING_BYTES // self._groups[g.group].width) for g in groups]
         widths = [self._groups[g.group].width for g in groups]
-        most = max(
-            (min(size, g.gpu_ids.size) * w for size, g, w in zip(sizes, groups, widths)), default=0
-        )
+        most = max((min(size, g.gpu_ids.size) * w for size, g, w in zip(sizes, groups, widths)), default=0)
         raw = torch.empty(most, dtype=torch.uint8, device=self._device)
         steps: list[PreparedStep] = []
         first = 0
@@ -227,15 +223,11 @@ class StagedCopier:
             staged = step.staging.view(torch.uint8)
             width = staged.shape[1]
             for row, at, count in self._runs(step.host_rows, width):
-                staged[at : at + count].copy_(
-                    self._rows[row : row + count, :width], non_blocking=True
-                )
+                staged[at : at + count].copy_(self._rows[row : row + count, :width], non_blocking=True)
         for blocks, cols in step.planes:
             blocks.index_copy_(0, step.gpu_ids, cols)
 
-    def _runs(
-        self, host_rows: npt.NDArray[np.int64], width: int
-    ) -> Iterator[tuple[int, int, int]]:
+    def _runs(self, host_rows: npt.NDArray[np.int64], width: int) -> Iterator[tuple[int, int, int]]:
         """``(first host row, first pair, count)`` per memcpy: runs of consecutive host rows
         when rows are used whole (so a run is contiguous), else one row at a time."""
         rows: list[int] = host_rows.tolist()

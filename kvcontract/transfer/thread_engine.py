@@ -95,13 +95,9 @@ class ThreadCopyEngine(CopyEngine):
     with the Python loop; ``True`` requires the compiled one.
     """
 
-    def __init__(
-        self, layout: KVCacheLayout, host: torch.Tensor, *, compiled_loop: bool | None = None
-    ) -> None:
+    def __init__(self, layout: KVCacheLayout, host: torch.Tensor, *, compiled_loop: bool | None = None) -> None:
         if layout.device.type != "cpu" or host.device.type != "cpu":
-            raise ValueError(
-                f"ThreadCopyEngine copies within host memory; the KV caches are on {layout.device}"
-            )
+            raise ValueError(f"ThreadCopyEngine copies within host memory; the KV caches are on {layout.device}")
         if compiled_loop and compiled_copy_runs is None:
             raise ValueError(
                 "compiled_loop=True, but kvcontract was installed without its compiled copy loop "
@@ -118,9 +114,7 @@ class ThreadCopyEngine(CopyEngine):
         span = (ctypes.c_char * (span_end - span_base)).from_address(span_base)
         self._span = memoryview(span).cast("B")
         host_offset = host.data_ptr() - span_base
-        self._addresses = tuple(
-            _GroupAddresses.of(group, span_base, host_offset) for group in layout.groups
-        )
+        self._addresses = tuple(_GroupAddresses.of(group, span_base, host_offset) for group in layout.groups)
         self._lock = threading.Lock()
         self._done: list[TransferResult] = []
         self._running: dict[int, threading.Event] = {}
@@ -231,9 +225,7 @@ def _end_address(tensor: torch.Tensor) -> int:
     return tensor.data_ptr() + (last + 1) * tensor.element_size()
 
 
-def _merged(
-    dst: npt.NDArray[np.int64], src: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64]
-) -> Pages:
+def _merged(dst: npt.NDArray[np.int64], src: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64]) -> Pages:
     """Merge each run into the one before it when both its ends follow on."""
     follows = (dst[1:] == dst[:-1] + sizes[:-1]) & (src[1:] == src[:-1] + sizes[:-1])
     if not follows.any():

@@ -62,9 +62,7 @@ class TorchOffloadingWorker(OffloadingWorker):
         lets kernels address the host buffer when it allows (``False`` forces memcpy);
         ``cpu_compiled_loop=None`` copies host-memory jobs with the compiled loop when the
         package has it (``False`` forces the Python loop, ``True`` requires the compiled one)."""
-        self._layout = KVCacheLayout.of(
-            kv_caches, kv_first=kv_first, blocks_per_offload_block=blocks_per_offload_block
-        )
+        self._layout = KVCacheLayout.of(kv_caches, kv_first=kv_first, blocks_per_offload_block=blocks_per_offload_block)
         on_cuda = self._layout.device.type == "cuda"
         self._host = HostBuffer(
             num_host_blocks,
@@ -76,9 +74,7 @@ class TorchOffloadingWorker(OffloadingWorker):
         self._engine: CopyEngine = (
             CudaCopyEngine(self._layout, self._host.tensor, zero_copy=cuda_zero_copy)
             if on_cuda
-            else ThreadCopyEngine(
-                self._layout, self._host.tensor, compiled_loop=cpu_compiled_loop
-            )
+            else ThreadCopyEngine(self._layout, self._host.tensor, compiled_loop=cpu_compiled_loop)
         )
         self._unreported: set[int] = set()
         self._closed = False
@@ -136,13 +132,10 @@ class TorchOffloadingWorker(OffloadingWorker):
         self._engine.shutdown()
         self._host.close()
 
-    def _submit(
-        self, job_id: int, direction: Direction, gpu: GPULoadStoreSpec, host: LoadStoreSpec
-    ) -> bool:
+    def _submit(self, job_id: int, direction: Direction, gpu: GPULoadStoreSpec, host: LoadStoreSpec) -> bool:
         if not isinstance(host, BlockIdsSpec):
             raise TypeError(
-                f"the host side of a {direction.value} is a BlockIdsSpec of host block ids, "
-                f"got {type(host).__name__}"
+                f"the host side of a {direction.value} is a BlockIdsSpec of host block ids, got {type(host).__name__}"
             )
         # The boundary: the mapping proves every id an integer in range before a byte moves.
         mapping = BlockMapping.of(
@@ -157,8 +150,7 @@ class TorchOffloadingWorker(OffloadingWorker):
                 return False
             if job_id in self._unreported:
                 raise ValueError(
-                    f"job {job_id} is still running or not yet reported by get_finished(): "
-                    "give each job its own id"
+                    f"job {job_id} is still running or not yet reported by get_finished(): give each job its own id"
                 )
             self._unreported.add(job_id)
             try:

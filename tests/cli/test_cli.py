@@ -102,7 +102,7 @@ MALFORMED = [
     ("o.yaml", "manager: [1, 2]", "manager"),
     ("p.yaml", "- just\n- a list", "a config is a mapping of sections"),
     ("q.yaml", "manager: {kind: cpu", "not valid YAML"),
-    ("r.json", "{\"manager\": }", "not valid JSON"),
+    ("r.json", '{"manager": }', "not valid JSON"),
     ("s.toml", "[manager\nkind = 1", "not valid TOML"),
     ("t.cfg", "x=1", "unknown config format '.cfg'"),
     ("u.yaml", "manager: {kind: tiering, secondary: [{kind: file, capacity: 10}]}", "secondary.0.path: Field required"),

@@ -40,15 +40,23 @@ CAPACITIES = sometimes(
     st.one_of(st.integers(1, 64), st.sampled_from(["64KiB", "1MiB", "2MiB"])),
     st.one_of(ANY_INT, st.sampled_from(["3PiB", "lots", "0B", "1KiB", "100TiB"])),
 )
-POLICIES = sometimes(st.sampled_from(["lru", "arc", "s3fifo", "sieve", "prefix_reuse"]), st.sampled_from(["mru", "os:getcwd", ":", "no.such.module:X"]))
+POLICIES = sometimes(
+    st.sampled_from(["lru", "arc", "s3fifo", "sieve", "prefix_reuse"]),
+    st.sampled_from(["mru", "os:getcwd", ":", "no.such.module:X"]),
+)
 CPU = st.fixed_dictionaries(
     {"kind": st.just("cpu"), "capacity": CAPACITIES},
-    optional={"policy": POLICIES, "admission": sometimes(st.fixed_dictionaries({"store_threshold": st.integers(1, 3)}))},
+    optional={
+        "policy": POLICIES,
+        "admission": sometimes(st.fixed_dictionaries({"store_threshold": st.integers(1, 3)})),
+    },
 )
 MANAGERS = sometimes(
     st.one_of(
         CPU,
-        st.fixed_dictionaries({"kind": st.just("tiering"), "primary": CPU.map(lambda d: {k: v for k, v in d.items() if k != "kind"})}),
+        st.fixed_dictionaries(
+            {"kind": st.just("tiering"), "primary": CPU.map(lambda d: {k: v for k, v in d.items() if k != "kind"})}
+        ),
     ),
     st.one_of(JUNK, st.fixed_dictionaries({"kind": st.sampled_from(["disk", "cpu"]), "colour": JUNK})),
 )
@@ -107,7 +115,9 @@ def test_generated_configs_and_traces_exit_0_or_2_without_a_traceback(
     trace_path.write_bytes(trace)
     validate = run_cli(capsys, "config", "validate", str(config_path))
     no_traceback(validate.status, validate.err)
-    simulate = run_cli(capsys, "simulate", "--config", str(config_path), "--trace", str(trace_path), "--requests", "3", "--json")
+    simulate = run_cli(
+        capsys, "simulate", "--config", str(config_path), "--trace", str(trace_path), "--requests", "3", "--json"
+    )
     no_traceback(simulate.status, simulate.err)
     if simulate.status == 2:
         assert len(simulate.err.strip().splitlines()) == 1, simulate.err

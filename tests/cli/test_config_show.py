@@ -54,7 +54,9 @@ def test_simulate_print_config_prints_the_run_s_config_and_runs_nothing(
     assert "simulating" not in given.out and "hit ratio" not in given.out
 
 
-def test_environment_overrides_are_in_what_is_shown(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_environment_overrides_are_in_what_is_shown(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KVCONTRACT_MANAGER__CAPACITY", "77")
     assert _shown(run_cli(capsys, "config", "show").out).host_blocks == 77
     assert _shown(run_cli(capsys, "simulate", "--print-config").out).host_blocks == 77

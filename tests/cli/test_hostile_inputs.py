@@ -14,7 +14,9 @@ import kvcontract.sim.run as sim_run
 from tests.cli.support import run_cli
 
 
-def kvcontract(*args: str, env: dict[str, str] | None = None, stdout: int | None = None) -> subprocess.CompletedProcess[bytes]:
+def kvcontract(
+    *args: str, env: dict[str, str] | None = None, stdout: int | None = None
+) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [sys.executable, "-m", "kvcontract", *args],
         stdout=subprocess.PIPE if stdout is None else stdout,
@@ -39,7 +41,9 @@ def test_a_full_disk_on_stdout_is_one_line() -> None:
     with open("/dev/full", "wb") as full:
         result = kvcontract("config", "schema", stdout=full.fileno())
     assert result.returncode == 2
-    assert result.stderr.decode().splitlines() == ["kvcontract: error: cannot write to standard output: No space left on device"]
+    assert result.stderr.decode().splitlines() == [
+        "kvcontract: error: cannot write to standard output: No space left on device"
+    ]
 
 
 def test_a_bad_checks_mode_is_one_line() -> None:
@@ -49,7 +53,9 @@ def test_a_bad_checks_mode_is_one_line() -> None:
     assert len(lines) == 1 and lines[0].startswith("kvcontract: error: KVCONTRACT_CHECKS='maybe' is not understood")
 
 
-def test_environment_overrides_that_are_not_yaml(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_environment_overrides_that_are_not_yaml(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KVCONTRACT_MANAGER__CAPACITY", "[unclosed")
     run_cli(capsys, "config", "show").assert_user_error("KVCONTRACT_MANAGER__CAPACITY: not a YAML value")
     run_cli(capsys, "simulate", "--requests", "3").assert_user_error("KVCONTRACT_MANAGER__CAPACITY: not a YAML value")
@@ -64,7 +70,10 @@ CONFIGS = [
     (b"manager: {capacity: 200GiB}", "physical memory"),
     (b"transfer: {device: 'cuda:7'}\nkv_layout: tiny", "transfer.device: cuda:7 does not exist on this machine"),
     (b"manager: {policy: 'os:getcwd'}\nkv_layout: tiny", "neither a CachePolicy class"),
-    (b"kv_layout: {block_tokens: 1, offload_block_tokens: 1, num_kv_heads: 1, head_dim: 1, dtype: int8}", "whole 8-byte words"),
+    (
+        b"kv_layout: {block_tokens: 1, offload_block_tokens: 1, num_kv_heads: 1, head_dim: 1, dtype: int8}",
+        "whole 8-byte words",
+    ),
 ]
 
 
@@ -105,14 +114,20 @@ def test_ids_of_2_63_and_more_are_simulated(tmp_path: Path, capsys: pytest.Captu
 
 @pytest.mark.parametrize("engines", [(), ("--engines", "2")])
 @pytest.mark.parametrize("text", [b"", b"\n\n  \n"])
-def test_a_trace_without_requests_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: bytes, engines: tuple[str, ...]) -> None:
+def test_a_trace_without_requests_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: bytes, engines: tuple[str, ...]
+) -> None:
     trace = tmp_path / "t.jsonl"
     trace.write_bytes(text)
-    run_cli(capsys, "simulate", "--trace", str(trace), *engines).assert_user_error("t.jsonl: no requests (the file is empty or every line is blank)")
+    run_cli(capsys, "simulate", "--trace", str(trace), *engines).assert_user_error(
+        "t.jsonl: no requests (the file is empty or every line is blank)"
+    )
 
 
 @pytest.mark.parametrize("engines", [(), ("--engines", "2")])
-def test_requests_replays_the_first_ones_of_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str], engines: tuple[str, ...]) -> None:
+def test_requests_replays_the_first_ones_of_a_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], engines: tuple[str, ...]
+) -> None:
     trace = tmp_path / "t.jsonl"
     trace.write_text("".join(f'{{"hash_ids": [{number}, {number + 1}]}}\n' for number in range(10)))
     outcome = run_cli(capsys, "simulate", "--trace", str(trace), "--requests", "3", *engines, "--json")
@@ -126,11 +141,15 @@ def test_requests_are_bounded(capsys: pytest.CaptureFixture[str]) -> None:
     run_cli(capsys, "simulate", "--requests", str(10**12)).assert_user_error("at most 1000000")
 
 
-def test_a_run_too_big_for_memory_is_refused_before_allocating(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_run_too_big_for_memory_is_refused_before_allocating(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"hash_ids": [' + ",".join(map(str, range(60_000))) + "]}\n")
     config = tmp_path / "c.yaml"
-    config.write_text("kv_layout: {preset: llama-3.1-70b, block_tokens: 16, offload_block_tokens: 64}\nmanager: {capacity: 4}\n")
+    config.write_text(
+        "kv_layout: {preset: llama-3.1-70b, block_tokens: 16, offload_block_tokens: 64}\nmanager: {capacity: 4}\n"
+    )
     run_cli(capsys, "simulate", "--config", str(config), "--trace", str(trace), "--json").assert_user_error(
         "more than this machine's"
     )
@@ -175,6 +194,8 @@ def test_a_full_disk_while_writing_a_file_is_one_line_and_leaves_no_file(
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("argv", [("simulate", "--requests", "many"), ("frobnicate",), ("config",), ("simulate", "--seed")])
+@pytest.mark.parametrize(
+    "argv", [("simulate", "--requests", "many"), ("frobnicate",), ("config",), ("simulate", "--seed")]
+)
 def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
     run_cli(capsys, *argv).assert_user_error("error:")

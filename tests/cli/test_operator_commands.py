@@ -23,12 +23,27 @@ REQUESTS = [[1, 2, 3], [1, 2], [4, 5], [1, 2, 3, 6], [4, 5, 7], [1, 2], [4, 5]]
 
 def _jsonl(tmp_path: Path) -> Path:
     path = tmp_path / "trace.jsonl"
-    path.write_text("".join(json.dumps({"request_id": str(n), "hash_ids": ids}) + "\n" for n, ids in enumerate(REQUESTS)))
+    path.write_text(
+        "".join(json.dumps({"request_id": str(n), "hash_ids": ids}) + "\n" for n, ids in enumerate(REQUESTS))
+    )
     return path
 
 
 def test_plan_prints_each_policy_and_the_optimum_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    status = main(["plan", "--trace", str(_jsonl(tmp_path)), "--capacities", "3,5,7", "--processes", "1", "--json", "--target-hit", "0.3"])
+    status = main(
+        [
+            "plan",
+            "--trace",
+            str(_jsonl(tmp_path)),
+            "--capacities",
+            "3,5,7",
+            "--processes",
+            "1",
+            "--json",
+            "--target-hit",
+            "0.3",
+        ]
+    )
     document = json.loads(capsys.readouterr().out)
     assert status == 0
     assert document["capacities"] == [3, 5, 7]
@@ -37,7 +52,9 @@ def test_plan_prints_each_policy_and_the_optimum_as_json(tmp_path: Path, capsys:
     assert document["smallest_capacity"]["optimum"] == 3
 
 
-def test_plan_splits_lru_hits_by_tier_with_bytes_read_from_each(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_splits_lru_hits_by_tier_with_bytes_read_from_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     arguments = ["--capacities", "3,4", "--policies", "lru", "--processes", "1", "--block-bytes", "100"]
     tiers = ["--tiers", "host,file,redis", "--tier-capacity", "file=5,redis=7"]
     status = main(["plan", "--trace", str(_jsonl(tmp_path)), *arguments, *tiers, "--json"])
@@ -55,7 +72,9 @@ def test_plan_splits_lru_hits_by_tier_with_bytes_read_from_each(tmp_path: Path, 
 
 def test_plan_reads_a_csv_trace_like_the_jsonl_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     csv_path = tmp_path / "trace.csv"
-    csv_path.write_text("request_id,hash_ids\n" + "".join(f"{n},{' '.join(map(str, ids))}\n" for n, ids in enumerate(REQUESTS)))
+    csv_path.write_text(
+        "request_id,hash_ids\n" + "".join(f"{n},{' '.join(map(str, ids))}\n" for n, ids in enumerate(REQUESTS))
+    )
     main(["plan", "--trace", str(csv_path), "--capacities", "4", "--processes", "1", "--json"])
     from_csv = json.loads(capsys.readouterr().out)
     main(["plan", "--trace", str(_jsonl(tmp_path)), "--capacities", "4", "--processes", "1", "--json"])
@@ -167,11 +186,23 @@ def test_check_stops_at_a_missing_project_before_linting(tmp_path: Path, capsys:
 
 
 def test_simulate_serves_metrics_that_a_scrape_parses(tmp_path: Path) -> None:
-    parser = pytest.importorskip("prometheus_client.parser", reason="prometheus-client not installed (extra kvcontract[metrics])")
+    parser = pytest.importorskip(
+        "prometheus_client.parser", reason="prometheus-client not installed (extra kvcontract[metrics])"
+    )
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "kvcontract", "simulate", "--requests", "100000", "--json", "--metrics-port", str(port)]
+    command = [
+        sys.executable,
+        "-m",
+        "kvcontract",
+        "simulate",
+        "--requests",
+        "100000",
+        "--json",
+        "--metrics-port",
+        str(port),
+    ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         text = _scrape(f"http://127.0.0.1:{port}/metrics", process)

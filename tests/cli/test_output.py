@@ -66,8 +66,22 @@ def _trace(tmp_path: Path) -> Path:
 
 def test_plan_piped_is_plain_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     outcome = run_cli(
-        capsys, "plan", "--trace", str(_trace(tmp_path)), "--capacities", "3,5", "--processes", "1",
-        "--block-bytes", "100", "--target-hit", "0.2", "--tiers", "host,file", "--tier-capacity", "file=4",
+        capsys,
+        "plan",
+        "--trace",
+        str(_trace(tmp_path)),
+        "--capacities",
+        "3,5",
+        "--processes",
+        "1",
+        "--block-bytes",
+        "100",
+        "--target-hit",
+        "0.2",
+        "--tiers",
+        "host,file",
+        "--tier-capacity",
+        "file=4",
     )
     assert outcome.status == 0, outcome.err
     _plain(outcome.out)
@@ -79,8 +93,18 @@ def test_plan_piped_is_plain_lines(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_plan_says_which_files_it_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     document, plot = tmp_path / "plan.json", tmp_path / "plan.png"
     outcome = run_cli(
-        capsys, "plan", "--trace", str(_trace(tmp_path)), "--capacities", "3,5", "--processes", "1",
-        "--json", str(document), "--plot", str(plot),
+        capsys,
+        "plan",
+        "--trace",
+        str(_trace(tmp_path)),
+        "--capacities",
+        "3,5",
+        "--processes",
+        "1",
+        "--json",
+        str(document),
+        "--plot",
+        str(plot),
     )
     assert outcome.status == 0, outcome.err
     assert f"kvcontract: wrote the plan as JSON to {document}\n" in outcome.err

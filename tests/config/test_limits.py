@@ -11,7 +11,9 @@ import pytest
 from kvcontract.config import ConfigError, ConfigLimits, KVContractConfig, check_machine, load_config
 
 
-def load_text(tmp_path: Path, text: str | bytes, name: str = "c.yaml", environ: dict[str, str] | None = None) -> KVContractConfig:
+def load_text(
+    tmp_path: Path, text: str | bytes, name: str = "c.yaml", environ: dict[str, str] | None = None
+) -> KVContractConfig:
     path = tmp_path / name
     path.write_bytes(text.encode() if isinstance(text, str) else text)
     return load_config(path, environ or {})
@@ -27,17 +29,38 @@ BEYOND_LIMITS = [
     ("kv_layout: {num_layers: 1025}", "kv_layout.num_layers: Input should be less than or equal to 1024"),
     ("kv_layout: {num_kv_heads: 100000}", "kv_layout.num_kv_heads: Input should be less than or equal to 1024"),
     ("kv_layout: {head_dim: 5000}", "kv_layout.head_dim: Input should be less than or equal to 4096"),
-    ("kv_layout: {block_tokens: 8192, offload_block_tokens: 8192}", "kv_layout.block_tokens: Input should be less than or equal to 4096"),
-    ("kv_layout: {offload_block_tokens: 131072}", "kv_layout.offload_block_tokens: Input should be less than or equal to 65536"),
+    (
+        "kv_layout: {block_tokens: 8192, offload_block_tokens: 8192}",
+        "kv_layout.block_tokens: Input should be less than or equal to 4096",
+    ),
+    (
+        "kv_layout: {offload_block_tokens: 131072}",
+        "kv_layout.offload_block_tokens: Input should be less than or equal to 65536",
+    ),
     ("kv_layout: {num_layers: 1024, num_kv_heads: 64, offload_block_tokens: 1024}", "more than the limit of 1.0GiB"),
-    ("kv_layout: {block_tokens: 1, offload_block_tokens: 1, num_kv_heads: 1, head_dim: 3, dtype: int8}", "whole 8-byte words"),
+    (
+        "kv_layout: {block_tokens: 1, offload_block_tokens: 1, num_kv_heads: 1, head_dim: 3, dtype: int8}",
+        "whole 8-byte words",
+    ),
     ("manager: {capacity: 2PiB}", "more than the limit of 256.0TiB of any capacity"),
     ("manager: {capacity: 4294967297}", "more than the limit of 4294967296 blocks"),
-    ("manager: {capacity: 100TiB}", "manager.capacity: 13107200 blocks of 8.0MiB are 100.0TiB, more than the limit of 64.0TiB for host memory"),
+    (
+        "manager: {capacity: 100TiB}",
+        "manager.capacity: 13107200 blocks of 8.0MiB are 100.0TiB, more than the limit of 64.0TiB for host memory",
+    ),
     ("manager: {capacity: 1000000000000000000000000000000}", "more than the limit of 4294967296 blocks"),
-    ("manager: {admission: {max_tracker_size: 1000000000}}", "manager.admission.max_tracker_size: Input should be less than or equal to 10000000"),
-    ("manager: {kind: tiering, secondary: [{kind: file, path: /tmp/x, capacity: 1TiB, io_threads: 10000}]}", "manager.secondary.0.io_threads: Input should be less than or equal to 64"),
-    ("manager: {kind: tiering, secondary: [{kind: file, path: /tmp/x, capacity: 300TiB}]}", "manager.secondary.0.capacity"),
+    (
+        "manager: {admission: {max_tracker_size: 1000000000}}",
+        "manager.admission.max_tracker_size: Input should be less than or equal to 10000000",
+    ),
+    (
+        "manager: {kind: tiering, secondary: [{kind: file, path: /tmp/x, capacity: 1TiB, io_threads: 10000}]}",
+        "manager.secondary.0.io_threads: Input should be less than or equal to 64",
+    ),
+    (
+        "manager: {kind: tiering, secondary: [{kind: file, path: /tmp/x, capacity: 300TiB}]}",
+        "manager.secondary.0.capacity",
+    ),
 ]
 
 
@@ -47,8 +70,12 @@ def test_sizes_beyond_any_machine_are_refused_naming_the_limit(tmp_path: Path, t
 
 
 def test_huge_integers_are_named_by_their_size_not_printed(tmp_path: Path) -> None:
-    assert "an integer has more than 4300 digits" in problems_of(tmp_path, "kv_layout: {num_layers: " + "9" * 5000 + "}")
-    assert "an integer has more than 4300 digits" in problems_of(tmp_path, '{"manager": {"capacity": ' + "9" * 5000 + "}}", "c.json")
+    assert "an integer has more than 4300 digits" in problems_of(
+        tmp_path, "kv_layout: {num_layers: " + "9" * 5000 + "}"
+    )
+    assert "an integer has more than 4300 digits" in problems_of(
+        tmp_path, '{"manager": {"capacity": ' + "9" * 5000 + "}}", "c.json"
+    )
     shown = problems_of(tmp_path, "kv_layout: {num_layers: " + "9" * 4000 + "}")
     assert "(got an integer of" in shown and len(shown) < 200
 
@@ -130,10 +157,14 @@ def test_policy_paths_must_name_a_cache_policy_factory_by_type(tmp_path: Path) -
         sys.path.remove(str(tmp_path))
 
 
-def test_the_machine_check_names_a_missing_device_and_memory_beyond_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_machine_check_names_a_missing_device_and_memory_beyond_this_machine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import kvcontract.config.machine as config_module
 
-    config = KVContractConfig.model_validate({"kv_layout": "tiny", "manager": {"capacity": "1GiB"}, "transfer": {"device": "cuda:63"}})
+    config = KVContractConfig.model_validate(
+        {"kv_layout": "tiny", "manager": {"capacity": "1GiB"}, "transfer": {"device": "cuda:63"}}
+    )
     monkeypatch.setattr(config_module, "physical_memory_bytes", lambda: 512 << 20)
     with pytest.raises(ConfigError) as caught:
         check_machine(config, "c.yaml")

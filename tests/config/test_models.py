@@ -35,9 +35,7 @@ def test_presets_by_name_and_with_overrides() -> None:
 
 
 def test_capacity_as_size_becomes_blocks() -> None:
-    config = KVContractConfig.model_validate(
-        {"kv_layout": "tiny", "manager": {"kind": "cpu", "capacity": "64MiB"}}
-    )
+    config = KVContractConfig.model_validate({"kv_layout": "tiny", "manager": {"kind": "cpu", "capacity": "64MiB"}})
     block = config.kv_layout.offload_block_bytes
     assert config.host_blocks == 64 * 2**20 // block
     assert KVContractConfig.model_validate({"manager": {"capacity": 10}}).host_blocks == 10
@@ -80,21 +78,36 @@ def test_models_are_frozen() -> None:
 
 
 INVALID: list[tuple[dict[str, object], str]] = [
-    ({"kv_layout": {"block_tokens": 16, "offload_block_tokens": 40}}, "offload_block_tokens (40) must be a multiple of block_tokens (16)"),
+    (
+        {"kv_layout": {"block_tokens": 16, "offload_block_tokens": 40}},
+        "offload_block_tokens (40) must be a multiple of block_tokens (16)",
+    ),
     ({"kv_layout": {"num_layers": 0}}, "kv_layout.num_layers: Input should be greater than or equal to 1"),
     ({"kv_layout": {"dtype": "float64"}}, "kv_layout.dtype: Input should be 'float32'"),
     ({"kv_layout": "gpt-5"}, "unknown layout preset 'gpt-5'; known: llama-3.1-8b"),
     ({"manager": {"kind": "cpu", "capacity": 0}}, "manager.capacity: capacity 0 is below one block"),
-    ({"manager": {"kind": "cpu", "capacity": "1KiB"}}, "manager.capacity: 1.0KiB holds no offload block of 8.0MiB; give at least one block"),
+    (
+        {"manager": {"kind": "cpu", "capacity": "1KiB"}},
+        "manager.capacity: 1.0KiB holds no offload block of 8.0MiB; give at least one block",
+    ),
     ({"manager": {"kind": "cpu", "capacity": "lots"}}, "manager.capacity"),
-    ({"manager": {"kind": "disk"}}, "manager: Input tag 'disk' found using 'kind' does not match any of the expected tags: 'cpu', 'tiering'"),
+    (
+        {"manager": {"kind": "disk"}},
+        "manager: Input tag 'disk' found using 'kind' does not match any of the expected tags: 'cpu', 'tiering'",
+    ),
     ({"manager": {"kind": "cpu", "policy": "mru"}}, "manager.policy.kind: unknown policy 'mru'"),
-    ({"manager": {"kind": "cpu", "admission": {"store_threshold": 1}}}, "manager.admission.store_threshold: Input should be greater than or equal to 2"),
+    (
+        {"manager": {"kind": "cpu", "admission": {"store_threshold": 1}}},
+        "manager.admission.store_threshold: Input should be greater than or equal to 2",
+    ),
     ({"manager": {"kind": "cpu", "capacity_blocks": 5}}, "manager.capacity_blocks: Extra inputs are not permitted"),
     ({"transfer": {"device": "tpu"}}, "transfer.device: String should match pattern"),
     ({"transfer": {"pinned": "sometimes"}}, "transfer.pinned"),
     ({"runtime_checks": "perhaps"}, "runtime_checks: Input should be a valid boolean"),
-    ({"manager": {"kind": "tiering", "secondary": [{"kind": "file", "capacity": 10}]}}, "manager.secondary.0.path: Field required"),
+    (
+        {"manager": {"kind": "tiering", "secondary": [{"kind": "file", "capacity": 10}]}},
+        "manager.secondary.0.path: Field required",
+    ),
     ({"manager": {"kind": "tiering", "primary": {"kind": "cpu", "capacity": -3}}}, "manager.primary.capacity"),
     ({"extra_section": {}}, "extra_section: Extra inputs are not permitted"),
 ]

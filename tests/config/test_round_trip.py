@@ -88,7 +88,9 @@ def test_a_size_is_shown_as_the_blocks_it_holds(tmp_path: Path, capsys: pytest.C
     config = load_config(source, {})
     printed = tmp_path / "shown.yaml"
     printed.write_text(shown(source, capsys))
-    assert yaml.safe_load(printed.read_text())["manager"]["capacity"] == (1 << 30) // config.kv_layout.offload_block_bytes
+    assert (
+        yaml.safe_load(printed.read_text())["manager"]["capacity"] == (1 << 30) // config.kv_layout.offload_block_bytes
+    )
     assert primary_capacity(load_config(printed, {})) == primary_capacity(config) == 32768
 
 
@@ -96,7 +98,11 @@ def test_tier_sizes_become_blocks_too() -> None:
     config = KVContractConfig.model_validate(
         {
             "kv_layout": "tiny",
-            "manager": {"kind": "tiering", "primary": {"capacity": "64MiB"}, "secondary": [{"kind": "file", "path": "/tmp/t", "capacity": "1GiB"}]},
+            "manager": {
+                "kind": "tiering",
+                "primary": {"capacity": "64MiB"},
+                "secondary": [{"kind": "file", "path": "/tmp/t", "capacity": "1GiB"}],
+            },
         }
     )
     dumped = config.model_dump(mode="json")

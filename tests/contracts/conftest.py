@@ -40,17 +40,13 @@ class RecordingManager(OffloadingManager):
         self.calls.append(f"touch:{len(keys)}")
 
     @override
-    def prepare_store(
-        self, keys: Sequence[OffloadKey], req_context: ReqContext
-    ) -> PrepareStoreOutput | None:
+    def prepare_store(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> PrepareStoreOutput | None:
         new = [k for k in keys if k not in self.stored]
         first = len(self.stored)
         return PrepareStoreOutput(new, BlockIdsSpec(range(first, first + len(new))), [])
 
     @override
-    def complete_store(
-        self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True
-    ) -> None:
+    def complete_store(self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True) -> None:
         if success:
             self.stored.extend(keys)
 

@@ -75,7 +75,10 @@ def test_iterable_parameters_accept_generators(
 
 
 def test_other_wrong_values_name_the_expected_type(manager: RecordingManager, keys: list[OffloadKey]) -> None:
-    with pytest.raises(ContractViolation, match=r"parameter 'req_context' expects ReqContext, received str. Fix: pass a value of type ReqContext"):
+    with pytest.raises(
+        ContractViolation,
+        match=r"parameter 'req_context' expects ReqContext, received str. Fix: pass a value of type ReqContext",
+    ):
         manager.lookup(keys[0], "request-0")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
 
 
@@ -94,7 +97,10 @@ class Loose(RecordingManager):
 
 def test_contract_signature_wins_over_subclass_annotations(ctx: ReqContext, keys: list[OffloadKey]) -> None:
     loose = Loose()
-    with pytest.raises(ContractViolation, match=r"called on Loose.touch: parameter 'ks' expects Sequence\[OffloadKey\], received generator"):
+    with pytest.raises(
+        ContractViolation,
+        match=r"called on Loose.touch: parameter 'ks' expects Sequence\[OffloadKey\], received generator",
+    ):
         loose.touch(one_shot(keys), ctx)
     loose.touch(keys, ctx)
     assert loose.calls == ["touch"]
@@ -151,9 +157,7 @@ ENV_PROBE = (
 )
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"), [("off", "False False"), ("on", "True True"), ("full", "True True")]
-)
+@pytest.mark.parametrize(("value", "expected"), [("off", "False False"), ("on", "True True"), ("full", "True True")])
 def test_environment_switch(value: str, expected: str) -> None:
     result = subprocess.run(
         [sys.executable, "-c", ENV_PROBE],
@@ -231,12 +235,18 @@ def test_checked_gives_structural_implementers_the_same_checks(ctx: ReqContext, 
     getattr(proxy, "complete_load")(one_shot(keys), ctx)
     assert proxy.lookup(keys[0], ctx) is LookupResult.HIT
     assert proxy.extra() == "forwarded"
-    with pytest.raises(ContractViolation, match=r"OffloadingManager.prepare_store\(\) called on CheckedOffloadingManager.prepare_store: parameter 'keys'"):
+    with pytest.raises(
+        ContractViolation,
+        match=r"OffloadingManager.prepare_store\(\) called on CheckedOffloadingManager.prepare_store: parameter 'keys'",
+    ):
         proxy.prepare_store(one_shot(keys), ctx)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
 
 
 def test_checked_refuses_incomplete_objects_and_non_contracts() -> None:
-    with pytest.raises(ContractDefinitionError, match="object does not implement OffloadingManager: missing lookup, prepare_load, prepare_store, reset_cache, stats, touch$"):
+    with pytest.raises(
+        ContractDefinitionError,
+        match="object does not implement OffloadingManager: missing lookup, prepare_load, prepare_store, reset_cache, stats, touch$",
+    ):
         checked(object(), OffloadingManager)
     with pytest.raises(TypeError, match="checked\\(\\) takes a kvcontract contract"):
         checked(Structural(), Structural)

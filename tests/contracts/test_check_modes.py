@@ -83,9 +83,7 @@ class SloppyPolicy(LRUPolicy):
     """Evicts a list whose second pair holds a string where a BlockStatus belongs."""
 
     @override
-    def evict(
-        self, n: int, protected: AbstractSet[OffloadKey]
-    ) -> list[tuple[OffloadKey, BlockStatus]] | None:
+    def evict(self, n: int, protected: AbstractSet[OffloadKey]) -> list[tuple[OffloadKey, BlockStatus]] | None:
         return [(GOOD, BlockStatus(0)), (GOOD, "free")]  # type: ignore[list-item]  # pyright: ignore[reportReturnType]  # the bug under test
 
 
@@ -93,7 +91,10 @@ def test_full_mode_checks_nested_return_values() -> None:
     policy = SloppyPolicy(4)
     assert policy.evict(2, frozenset()) is not None
     configure(full=True)
-    with pytest.raises(ContractViolation, match=r"CachePolicy.evict\(\) implemented by SloppyPolicy.evict returned list whose element 1 is tuple"):
+    with pytest.raises(
+        ContractViolation,
+        match=r"CachePolicy.evict\(\) implemented by SloppyPolicy.evict returned list whose element 1 is tuple",
+    ):
         policy.evict(2, frozenset())
 
 
@@ -158,9 +159,7 @@ class Echo(RecordingManager):
     answer: object = None
 
     @override
-    def prepare_store(
-        self, keys: Sequence[OffloadKey], req_context: ReqContext
-    ) -> PrepareStoreOutput | None:
+    def prepare_store(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> PrepareStoreOutput | None:
         return self.answer  # type: ignore[return-value]  # pyright: ignore[reportReturnType]  # the test chooses
 
 
@@ -174,16 +173,12 @@ ANSWERS = st.one_of(
 
 @settings(deadline=None)  # the first example may re-wrap every contract class for sampled mode
 @given(CONTAINERS, CONTEXTS, ANSWERS)
-def test_sampled_checks_judge_every_call_as_beartype_alone_does(
-    keys: object, context: object, answer: object
-) -> None:
+def test_sampled_checks_judge_every_call_as_beartype_alone_does(keys: object, context: object, answer: object) -> None:
     """The fast path in front of beartype accepts exactly what beartype accepts."""
     configure(checks=True, full=False)
     manager = Echo()
     manager.answer = answer
-    arguments_ok = bearable(keys, Sequence[OffloadKey], conf=SAMPLED) and bearable(
-        context, ReqContext, conf=SAMPLED
-    )
+    arguments_ok = bearable(keys, Sequence[OffloadKey], conf=SAMPLED) and bearable(context, ReqContext, conf=SAMPLED)
     expected_ok = arguments_ok and bearable(answer, PrepareStoreOutput | None, conf=SAMPLED)
     try:
         manager.prepare_store(keys, context)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]  # the test mixes types

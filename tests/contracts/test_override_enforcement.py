@@ -175,7 +175,7 @@ def test_protocol_extensions_are_contracts_not_implementations() -> None:
     assert Extended.__name__ == "Extended"
 
 
-DOWNSTREAM = '''
+DOWNSTREAM = """
 from collections.abc import Sequence
 from typing_extensions import override
 from kvcontract import BlockStatus, CachePolicy, OffloadKey
@@ -188,14 +188,17 @@ class MyPolicy(CachePolicy):
 
     def touch(self, keys: Sequence[OffloadKey]) -> None:
         return None
-'''
+"""
 
 
 def test_downstream_module_fails_at_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "downstream_policy.py").write_text(DOWNSTREAM)
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
     monkeypatch.delitem(sys.modules, "downstream_policy", raising=False)
-    with pytest.raises(ContractDefinitionError, match=r"downstream_policy.MyPolicy overrides without @override: touch \(overrides kvcontract.contracts.policy.CachePolicy.touch\)"):
+    with pytest.raises(
+        ContractDefinitionError,
+        match=r"downstream_policy.MyPolicy overrides without @override: touch \(overrides kvcontract.contracts.policy.CachePolicy.touch\)",
+    ):
         importlib.import_module("downstream_policy")
 
 
@@ -233,9 +236,7 @@ class Kinds(RecordingManager):
         return None
 
 
-def test_static_and_class_methods_behave_alike_with_checks_on_and_off(
-    checks: bool, ctx: ReqContext
-) -> None:
+def test_static_and_class_methods_behave_alike_with_checks_on_and_off(checks: bool, ctx: ReqContext) -> None:
     instance = Kinds()
     instance.reset_cache()
     Kinds.reset_cache()
@@ -251,7 +252,10 @@ def test_static_and_class_methods_behave_alike_with_checks_on_and_off(
 
 def test_static_method_arguments_are_checked_against_the_contract_after_self(ctx: ReqContext) -> None:
     kinds = Kinds
-    with pytest.raises(ContractViolation, match=r"OffloadingManager.on_request_finished\(\) called on .*Kinds.on_request_finished: parameter 'req_context' expects ReqContext, received str"):
+    with pytest.raises(
+        ContractViolation,
+        match=r"OffloadingManager.on_request_finished\(\) called on .*Kinds.on_request_finished: parameter 'req_context' expects ReqContext, received str",
+    ):
         kinds().on_request_finished("request-0")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     configure(checks=False)
     kinds().on_request_finished("request-0")  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]

@@ -17,14 +17,54 @@ from kvcontract import ContractDefinitionError, ContractViolation
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "broken_policy"
 
 LINT_FINDINGS = [
-    ("KVC001", "lint_cases.py", 50, "method 'touch' of class 'MissingOverride' overrides lint_cases.Base.touch without @override"),
-    ("KVC002", "lint_cases.py", 56, "method 'prefetch' of class 'OverrideWithoutBase' is decorated with @override but no base class defines it"),
-    ("KVC003", "lint_cases.py", 62, "parameter 'keys' is Sequence[OffloadKey] in contract method OffloadingManager.touch but narrowed to list[OffloadKey] here; accept at least Sequence[OffloadKey]"),
-    ("KVC004", "lint_cases.py", 69, "list(keys) copies 'keys', which contract method OffloadingManager.prepare_store types as Sequence: it already supports len(), indexing and repeated iteration; use 'keys' directly"),
-    ("KVC005", "lint_cases.py", 77, "parameter 'keys' is measured with len(), but contract method OffloadingManager.complete_store types it as Iterable, which may be a one-shot iterator; take one pass, or make one copy first (keys = list(keys))"),
-    ("KVC006", "lint_cases.py", 84, "override of contract method OffloadingManager.lookup lacks annotations for parameter 'key', parameter 'req_context', the return type; copy them from the contract"),
-    ("KVC007", "lint_cases.py", 88, "base 'MysteryBase' of class 'UnknownBase' cannot be resolved (module 'not_installed_anywhere' was not found); overrides of it are not checked"),
-    ("KVC001", "runtime_cases.py", 23, "method 'touch' of class 'ForgetfulPolicy' overrides kvcontract.contracts.policy.CachePolicy.touch without @override"),
+    (
+        "KVC001",
+        "lint_cases.py",
+        50,
+        "method 'touch' of class 'MissingOverride' overrides lint_cases.Base.touch without @override",
+    ),
+    (
+        "KVC002",
+        "lint_cases.py",
+        56,
+        "method 'prefetch' of class 'OverrideWithoutBase' is decorated with @override but no base class defines it",
+    ),
+    (
+        "KVC003",
+        "lint_cases.py",
+        62,
+        "parameter 'keys' is Sequence[OffloadKey] in contract method OffloadingManager.touch but narrowed to list[OffloadKey] here; accept at least Sequence[OffloadKey]",
+    ),
+    (
+        "KVC004",
+        "lint_cases.py",
+        69,
+        "list(keys) copies 'keys', which contract method OffloadingManager.prepare_store types as Sequence: it already supports len(), indexing and repeated iteration; use 'keys' directly",
+    ),
+    (
+        "KVC005",
+        "lint_cases.py",
+        77,
+        "parameter 'keys' is measured with len(), but contract method OffloadingManager.complete_store types it as Iterable, which may be a one-shot iterator; take one pass, or make one copy first (keys = list(keys))",
+    ),
+    (
+        "KVC006",
+        "lint_cases.py",
+        84,
+        "override of contract method OffloadingManager.lookup lacks annotations for parameter 'key', parameter 'req_context', the return type; copy them from the contract",
+    ),
+    (
+        "KVC007",
+        "lint_cases.py",
+        88,
+        "base 'MysteryBase' of class 'UnknownBase' cannot be resolved (module 'not_installed_anywhere' was not found); overrides of it are not checked",
+    ),
+    (
+        "KVC001",
+        "runtime_cases.py",
+        23,
+        "method 'touch' of class 'ForgetfulPolicy' overrides kvcontract.contracts.policy.CachePolicy.touch without @override",
+    ),
     ("KVC000", "syntax_error.py", 3, "syntax error: invalid syntax"),
 ]
 
@@ -38,9 +78,7 @@ def test_each_lint_rule_reports_its_message() -> None:
         check=False,
     )
     assert result.returncode == 1, result.stderr
-    findings = [
-        (f["code"], Path(f["path"]).name, f["line"], f["message"]) for f in json.loads(result.stdout)
-    ]
+    findings = [(f["code"], Path(f["path"]).name, f["line"], f["message"]) for f in json.loads(result.stdout)]
     assert findings == LINT_FINDINGS
 
 

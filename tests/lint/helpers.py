@@ -69,7 +69,5 @@ def lint_tree(
 def found(findings: Iterable[Finding], root: Path, code: str | None = None) -> set[tuple[str, int, str]]:
     """(relative path, line, code) of each finding, optionally of one code only."""
     return {
-        (Path(f.path).relative_to(root).as_posix(), f.line, f.code)
-        for f in findings
-        if code is None or f.code == code
+        (Path(f.path).relative_to(root).as_posix(), f.line, f.code) for f in findings if code is None or f.code == code
     }

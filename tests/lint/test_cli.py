@@ -58,20 +58,26 @@ def test_a_configured_code_no_rule_has_is_a_usage_error(tmp_path: Path, capsys: 
 
 
 @pytest.mark.parametrize("arguments", [["--format", "xml"], ["--jobs", "many"], ["--no-such-option"]])
-def test_an_argument_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments: list[str]) -> None:
+def test_an_argument_error_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments: list[str]
+) -> None:
     status, out, err = run(capsys, *arguments, str(tmp_path))
     assert (status, out) == (2, "")
     assert err.count("\n") == 1 and err.startswith("kvcontract-lint: error: ") and "kvcontract-lint --help" in err, err
 
 
-def test_default_path_is_current_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_path_is_current_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_tree(tmp_path, {"pkg/bad.py": BAD})
     monkeypatch.chdir(tmp_path)
     code, out, _ = run(capsys)
     assert code == 1 and out.startswith("pkg/bad.py:2:9: KVC001 ")
 
 
-def test_syntax_error_is_reported_and_the_rest_still_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_syntax_error_is_reported_and_the_rest_still_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_tree(tmp_path, {"broken.py": "def f(:\n    pass\n", "bad.py": BAD})
     code, out, _ = run(capsys, str(tmp_path))
     assert code == 1
@@ -108,7 +114,9 @@ def test_statistics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert out.splitlines()[-1] == "2\tKVC001\t[*] missing-override"
 
 
-def test_configuration_from_pyproject(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_configuration_from_pyproject(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_tree(
         tmp_path,
         {

@@ -54,10 +54,22 @@ def test_correct_implementation_is_clean(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("method", "fragment"),
     [
-        ("    @override\n    def touch(self, ks: Sequence[OffloadKey], req_context: ReqContext) -> None: ...\n", "named 'keys'"),
-        ("    @override\n    def touch(self, keys: Sequence[OffloadKey]) -> None: ...\n", "'req_context' of contract method"),
-        ("    @override\n    def touch(self, keys: list[OffloadKey], req_context: ReqContext) -> None: ...\n", "narrowed to list"),
-        ("    @override\n    def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext, x: int) -> None: ...\n", "'x' is required here"),
+        (
+            "    @override\n    def touch(self, ks: Sequence[OffloadKey], req_context: ReqContext) -> None: ...\n",
+            "named 'keys'",
+        ),
+        (
+            "    @override\n    def touch(self, keys: Sequence[OffloadKey]) -> None: ...\n",
+            "'req_context' of contract method",
+        ),
+        (
+            "    @override\n    def touch(self, keys: list[OffloadKey], req_context: ReqContext) -> None: ...\n",
+            "narrowed to list",
+        ),
+        (
+            "    @override\n    def touch(self, keys: Sequence[OffloadKey], req_context: ReqContext, x: int) -> None: ...\n",
+            "'x' is required here",
+        ),
         ("    @override\n    def stats(self) -> ManagerStats | None: ...\n", "wider than"),
         (
             "    @override\n    def complete_store(self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool) -> None: ...\n",
@@ -135,7 +147,10 @@ def test_kvc004_negative(tmp_path: Path, body: str) -> None:
     ],
 )
 def test_kvc005_positive(tmp_path: Path, body: str) -> None:
-    method = "    @override\n    def complete_load(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:\n" + body
+    method = (
+        "    @override\n    def complete_load(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:\n"
+        + body
+    )
     assert {code for code, _ in lint_manager(tmp_path, method)} == {"KVC005"}
 
 
@@ -152,7 +167,10 @@ def test_kvc005_positive(tmp_path: Path, body: str) -> None:
     ],
 )
 def test_kvc005_negative(tmp_path: Path, body: str) -> None:
-    method = "    @override\n    def complete_load(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:\n" + body
+    method = (
+        "    @override\n    def complete_load(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:\n"
+        + body
+    )
     assert lint_manager(tmp_path, method) == set()
 
 
@@ -183,7 +201,10 @@ class TouchMixin:
         return 0
 """
 
-MIXED = HEADER.replace("class Manager(OffloadingManager):", "from mixin import TouchMixin\n\n\nclass Manager(TouchMixin, OffloadingManager):")
+MIXED = HEADER.replace(
+    "class Manager(OffloadingManager):",
+    "from mixin import TouchMixin\n\n\nclass Manager(TouchMixin, OffloadingManager):",
+)
 
 
 def test_kvc001_for_a_contract_method_taken_from_a_plain_mixin(tmp_path: Path) -> None:

@@ -40,7 +40,10 @@ def lint_sub(tmp_path: Path, body: str, header: str = "", *, exempt_dunders: boo
     source += header + "from base_mod import Base\n\nclass Sub(Base):\n" + body
     write_tree(tmp_path, {"base_mod.py": BASE, "sub.py": source})
     offset = source.count("\n", 0, source.index("class Sub")) + 1
-    return {(code, line - offset) for _, line, code in found(lint_tree(tmp_path, ["sub.py"], exempt_dunders=exempt_dunders), tmp_path)}
+    return {
+        (code, line - offset)
+        for _, line, code in found(lint_tree(tmp_path, ["sub.py"], exempt_dunders=exempt_dunders), tmp_path)
+    }
 
 
 @pytest.mark.parametrize(
@@ -98,7 +101,9 @@ def test_overloads_need_it_on_the_implementation(tmp_path: Path) -> None:
         "    def ov(self, x: object) -> object: return x\n"
     )
     assert lint_sub(tmp_path, body) == {("KVC001", 5)}
-    stubs_only = "    @overload\n    def ov(self, x: int) -> int: ...\n    @overload\n    def ov(self, x: str) -> str: ...\n"
+    stubs_only = (
+        "    @overload\n    def ov(self, x: int) -> int: ...\n    @overload\n    def ov(self, x: str) -> str: ...\n"
+    )
     assert lint_sub(tmp_path, stubs_only) == set()
 
 
@@ -130,7 +135,9 @@ def test_kvc002_override_without_base(tmp_path: Path) -> None:
 def test_kvc002_is_not_guessed_under_an_unresolved_base(tmp_path: Path) -> None:
     write_tree(
         tmp_path,
-        {"u.py": "from typing_extensions import override\nfrom missing import Base\n\nclass Sub(Base):\n    @override\n    def run(self) -> None: ...\n"},
+        {
+            "u.py": "from typing_extensions import override\nfrom missing import Base\n\nclass Sub(Base):\n    @override\n    def run(self) -> None: ...\n"
+        },
     )
     assert found(lint_tree(tmp_path), tmp_path) == {("u.py", 4, "KVC007")}
 

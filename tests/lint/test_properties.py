@@ -20,7 +20,9 @@ from tests.lint.helpers import settings as lint_settings
 
 # Each class i may inherit from classes with a smaller index: a random DAG.
 hierarchies = st.integers(min_value=1, max_value=7).flatmap(
-    lambda n: st.tuples(*(st.lists(st.integers(0, max(i - 1, 0)), max_size=3, unique=True) if i else st.just([]) for i in range(n)))
+    lambda n: st.tuples(
+        *(st.lists(st.integers(0, max(i - 1, 0)), max_size=3, unique=True) if i else st.just([]) for i in range(n))
+    )
 )
 
 
@@ -38,7 +40,9 @@ def _runtime_mro(bases: tuple[list[int], ...]) -> list[list[str]] | None:
 @given(hierarchies)
 def test_mro_matches_cpython(bases: tuple[list[int], ...]) -> None:
     expected = _runtime_mro(bases)
-    source = "".join(f"class C{i}({', '.join(f'C{p}' for p in parents)}):\n    pass\n" for i, parents in enumerate(bases))
+    source = "".join(
+        f"class C{i}({', '.join(f'C{p}' for p in parents)}):\n    pass\n" for i, parents in enumerate(bases)
+    )
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "h.py"
         path.write_text(source)
@@ -57,7 +61,9 @@ operators = st.sampled_from(["<", "<=", ">", ">=", "==", "!="])
 
 
 @given(versions, versions, operators, st.booleans())
-def test_version_conditions_match_python(target: tuple[int, int], wanted: tuple[int, int], op: str, negate: bool) -> None:
+def test_version_conditions_match_python(
+    target: tuple[int, int], wanted: tuple[int, int], op: str, negate: bool
+) -> None:
     text = f"{'not ' if negate else ''}sys.version_info {op} {wanted!r}"
     node = ast.parse(text, mode="eval").body
     expected = eval(f"{'not ' if negate else ''}{target!r} {op} {wanted!r}")
@@ -78,7 +84,9 @@ def test_selection_matches_the_longest_prefix_model(code: str, select: list[str]
 
 
 methods = st.sampled_from(["__repr__", "__str__", "keys", "get", "copy", "fresh_name"])
-decorations = st.sampled_from(["", "@staticmethod\n", "@classmethod\n", "@property\n", "@traced\n", "@classmethod\n@traced\n"])
+decorations = st.sampled_from(
+    ["", "@staticmethod\n", "@classmethod\n", "@property\n", "@traced\n", "@classmethod\n@traced\n"]
+)
 
 
 @settings(max_examples=30, deadline=None)

@@ -20,8 +20,17 @@ SCHEMA = Path(__file__).parent / "sarif-2.1.0-rtm.5.trimmed.json"
 def findings(tmp_path: Path) -> list[Finding]:
     path = str(tmp_path / "pkg" / "mod.py")
     return [
-        Finding(path, 3, 9, "KVC001", "method 'run' overrides base.Base.run without @override", AddOverride(3, 3, "override", "typing_extensions")),
-        Finding(path, 7, 1, "KVC007", "base 'X' of class 'Y' cannot be resolved (module 'x' was not found), 100%: done"),
+        Finding(
+            path,
+            3,
+            9,
+            "KVC001",
+            "method 'run' overrides base.Base.run without @override",
+            AddOverride(3, 3, "override", "typing_extensions"),
+        ),
+        Finding(
+            path, 7, 1, "KVC007", "base 'X' of class 'Y' cannot be resolved (module 'x' was not found), 100%: done"
+        ),
     ]
 
 

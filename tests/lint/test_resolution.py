@@ -31,7 +31,10 @@ SUB_LINE = 3  # the ``def run`` line in each subclass module below
         ("star re-export", "from pkg.star import *\n\nclass Sub(Base):\n    def run(self) -> None: ...\n"),
         ("alias module", "from pkg.aliases import Alias\n\nclass Sub(Alias):\n    def run(self) -> None: ...\n"),
         ("subscripted", "from pkg.generic import GBase\n\nclass Sub(GBase[int]):\n    def run(self) -> None: ...\n"),
-        ("type checking", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.base import Base\nclass Sub(Base):\n    def run(self) -> None: ...\n"),
+        (
+            "type checking",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.base import Base\nclass Sub(Base):\n    def run(self) -> None: ...\n",
+        ),
     ],
 )
 def test_base_resolves_through(tmp_path: Path, name: str, module: str) -> None:
@@ -74,7 +77,10 @@ def test_nested_class_bases_and_attribute_access(tmp_path: Path) -> None:
                 """,
         },
     )
-    assert found(lint_tree(tmp_path), tmp_path, "KVC001") == {("app/outer.py", 6, "KVC001"), ("app/user.py", 4, "KVC001")}
+    assert found(lint_tree(tmp_path), tmp_path, "KVC001") == {
+        ("app/outer.py", 6, "KVC001"),
+        ("app/user.py", 4, "KVC001"),
+    }
 
 
 def test_class_inside_function_sees_local_imports(tmp_path: Path) -> None:
@@ -195,7 +201,13 @@ def test_installed_contracts_resolve(tmp_path: Path) -> None:
 
 
 def test_extra_roots(tmp_path: Path) -> None:
-    write_tree(tmp_path, {"shared/lib/base_mod.py": BASE, "proj/user.py": "from lib.base_mod import Base\n\nclass Sub(Base):\n    def run(self) -> None: ...\n"})
+    write_tree(
+        tmp_path,
+        {
+            "shared/lib/base_mod.py": BASE,
+            "proj/user.py": "from lib.base_mod import Base\n\nclass Sub(Base):\n    def run(self) -> None: ...\n",
+        },
+    )
     without = lint_tree(tmp_path / "proj")
     assert found(without, tmp_path / "proj", "KVC007") == {("user.py", 3, "KVC007")}
     with_root = lint_tree(tmp_path / "proj", extra_roots=(str(tmp_path / "shared"),))
@@ -240,7 +252,10 @@ def test_instance_attributes_are_base_members(tmp_path: Path) -> None:
     [
         ("from missing_package import Base\n\nclass Sub(Base):\n    def run(self) -> None: ...\n", "was not found"),
         ("def make():\n    return object\n\nclass Sub(make()):\n    def run(self) -> None: ...\n", "calling make()"),
-        ("import random\nif random.random() > 0.5:\n    Base = int\nelse:\n    Base = str\n\nclass Sub(Base):\n    def run(self) -> None: ...\n", "different values"),
+        (
+            "import random\nif random.random() > 0.5:\n    Base = int\nelse:\n    Base = str\n\nclass Sub(Base):\n    def run(self) -> None: ...\n",
+            "different values",
+        ),
     ],
 )
 def test_unresolved_base_is_reported(tmp_path: Path, source: str, reason: str) -> None:
@@ -265,7 +280,9 @@ def test_unresolved_base_elsewhere_is_reported_on_the_subclass(tmp_path: Path) -
 
 def test_unknown_base_still_derives_from_object(tmp_path: Path) -> None:
     """As pyright: a class with no known base also has ``object``, so ``__repr__`` overrides it."""
-    write_tree(tmp_path, {"u.py": "from missing_package import Base\n\nclass Sub(Base):\n    def __repr__(self) -> str: ...\n"})
+    write_tree(
+        tmp_path, {"u.py": "from missing_package import Base\n\nclass Sub(Base):\n    def __repr__(self) -> str: ...\n"}
+    )
     assert found(lint_tree(tmp_path), tmp_path) == {("u.py", 3, "KVC007"), ("u.py", 4, "KVC001")}
 
 
@@ -416,7 +433,11 @@ def test_stdlib_names_resolve_by_introspection_and_typeshed_extras(tmp_path: Pat
                 """
         },
     )
-    assert found(lint_tree(tmp_path), tmp_path) == {("s.py", 6, "KVC001"), ("s.py", 9, "KVC001"), ("s.py", 12, "KVC001")}
+    assert found(lint_tree(tmp_path), tmp_path) == {
+        ("s.py", 6, "KVC001"),
+        ("s.py", 9, "KVC001"),
+        ("s.py", 12, "KVC001"),
+    }
 
 
 def test_a_project_module_does_not_shadow_the_standard_library(tmp_path: Path) -> None:

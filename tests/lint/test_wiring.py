@@ -36,7 +36,10 @@ def test_flake8_plugin_reports_syntax_errors(tmp_path: Path) -> None:
     assert [msg.split()[0] for _, _, msg, _ in plugin.run()] == ["KVC000"]
 
 
-@pytest.mark.skipif(shutil.which("flake8") is None and not (Path(sys.executable).parent / "flake8").exists(), reason="flake8 not installed")
+@pytest.mark.skipif(
+    shutil.which("flake8") is None and not (Path(sys.executable).parent / "flake8").exists(),
+    reason="flake8 not installed",
+)
 def test_flake8_runs_the_plugin_and_applies_noqa(tmp_path: Path) -> None:
     write_tree(tmp_path, {"item.py": SOURCE})
     done = subprocess.run(

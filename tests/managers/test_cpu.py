@@ -309,7 +309,9 @@ def test_complete_load_with_one_bad_key_unpins_nothing() -> None:
         (keys(2, 3), "its store is still in flight"),
         (keys(1, 1), "it is named 2 times, pinned by 1 loads"),
     ]:
-        with pytest.raises(ValueError, match=rf"complete_load: block .* is not being loaded \({why}\).*nothing was unpinned"):
+        with pytest.raises(
+            ValueError, match=rf"complete_load: block .* is not being loaded \({why}\).*nothing was unpinned"
+        ):
             manager.complete_load(batch, REQUEST)
         assert snapshot(manager, UNIVERSE) == before
     manager.complete_load(iter(keys(2, 1)), REQUEST)

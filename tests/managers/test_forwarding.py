@@ -22,9 +22,7 @@ from kvcontract.managers import (
 from tests.policies.support import key, keys
 
 CONTRACT_METHODS = sorted(
-    name
-    for name, member in vars(OffloadingManager).items()
-    if inspect.isfunction(member) and not name.startswith("_")
+    name for name, member in vars(OffloadingManager).items() if inspect.isfunction(member) and not name.startswith("_")
 )
 """Read from the Protocol itself, so a method the contract gains later is tested too."""
 

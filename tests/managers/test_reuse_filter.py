@@ -160,9 +160,7 @@ class StoresForItself(ForwardingManager):
         return plan
 
     @override
-    def prepare_store(
-        self, keys: Sequence[OffloadKey], req_context: ReqContext
-    ) -> PrepareStoreOutput | None:
+    def prepare_store(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> PrepareStoreOutput | None:
         if self.fail_next:
             self.fail_next = False
             raise RuntimeError("injected failure of the inner manager")
@@ -268,9 +266,7 @@ class ReuseFilterMachine(RuleBasedStateMachine):
         batch, context, model = keys(*numbers), self.requests[slot], self.model
         counted = model.counted.setdefault(slot, set())
         fresh = [k for k in dict.fromkeys(batch) if k not in model.admitted and k not in counted]
-        forwarded = {
-            k for k in batch if k in model.admitted or model.seen.get(k, 0) + (k in fresh) >= 2
-        }
+        forwarded = {k for k in batch if k in model.admitted or model.seen.get(k, 0) + (k in fresh) >= 2}
         held = self.held()
         output = self.filter.prepare_store(batch, context)
         counted.update(fresh)

@@ -43,7 +43,9 @@ class RecordingPrimary(CPUOffloadingManager):
         self.log.append("primary shutdown")
 
 
-def setup(capacity: int = 4, tiers: int = 1) -> tuple[TieringOffloadingManager, CPUOffloadingManager, list[ControlledTier], torch.Tensor]:
+def setup(
+    capacity: int = 4, tiers: int = 1
+) -> tuple[TieringOffloadingManager, CPUOffloadingManager, list[ControlledTier], torch.Tensor]:
     host = torch.zeros((capacity, BLOCK_BYTES), dtype=torch.uint8)
     primary = CPUOffloadingManager(capacity)
     controlled = [ControlledTier(host, f"t{i}") for i in range(tiers)]
@@ -243,7 +245,9 @@ def test_a_promotion_in_flight_is_completed_only_by_the_tiering_manager() -> Non
     tier.blocks[key(7)] = torch.full((BLOCK_BYTES,), 99, dtype=torch.uint8)
     assert manager.lookup(key(7), ctx) is LookupResult.RETRY
     for success in (True, False):
-        with pytest.raises(ValueError, match=r"block .* is being promoted from a secondary tier by 'kvcontract-tiering'"):
+        with pytest.raises(
+            ValueError, match=r"block .* is being promoted from a secondary tier by 'kvcontract-tiering'"
+        ):
             manager.complete_store([key(7)], ctx, success=success)
         with pytest.raises(ValueError, match=r"belongs to 'kvcontract-tiering', not 'r'"):
             primary.complete_store([key(7)], ctx, success=success)
@@ -308,7 +312,9 @@ def test_a_tier_submit_that_raises_leaves_no_block_pinned_or_reserved() -> None:
 def test_a_caller_cannot_release_the_pin_a_cascade_holds() -> None:
     manager, primary, (tier,), host = setup(capacity=1)
     store(manager, host, [key(1)])
-    with pytest.raises(ValueError, match=r"complete_load: block .* is not being loaded .* pinned by 0 loads of callers"):
+    with pytest.raises(
+        ValueError, match=r"complete_load: block .* is not being loaded .* pinned by 0 loads of callers"
+    ):
         manager.complete_load([key(1)], ctx)
     block = primary.policy.get(key(1))
     assert block is not None and block.ref_cnt == 1

@@ -34,7 +34,9 @@ def value_of(collector: MetricsCollector, name: str, labels: Mapping[str, str] |
 
 def scrape(collector: MetricsCollector) -> dict[str, Metric]:
     """The metric families a real Prometheus scrape of ``collector`` over loopback reads, by name (skips without prometheus-client)."""
-    parser = pytest.importorskip("prometheus_client.parser", reason="prometheus-client not installed (extra kvcontract[metrics])")
+    parser = pytest.importorskip(
+        "prometheus_client.parser", reason="prometheus-client not installed (extra kvcontract[metrics])"
+    )
     from kvcontract.prometheus import serve_metrics
 
     server = serve_metrics(collector, 0)

@@ -45,11 +45,12 @@ def exposed_names(tmp_path: Path) -> set[str]:
 def test_every_query_names_a_series_kvcontract_exposes(tmp_path: Path) -> None:
     dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
     queried = {
-        name
-        for panel in dashboard["panels"]
-        for target in panel["targets"]
-        for name in _SERIES.findall(target["expr"])
+        name for panel in dashboard["panels"] for target in panel["targets"] for name in _SERIES.findall(target["expr"])
     }
     assert queried, "the dashboard queries something"
     assert queried <= exposed_names(tmp_path), f"not exposed: {sorted(queried - exposed_names(tmp_path))}"
-    assert {"kvcontract_whatif_hit_ratio", "kvcontract_whatif_policy_hit_ratio", "kvcontract_identity_mismatches_total"} <= queried
+    assert {
+        "kvcontract_whatif_hit_ratio",
+        "kvcontract_whatif_policy_hit_ratio",
+        "kvcontract_identity_mismatches_total",
+    } <= queried

@@ -52,7 +52,9 @@ def replayed(manager: OffloadingManager, trace: Sequence[Sequence[int]]) -> floa
 def test_at_rate_one_every_figure_is_exactly_a_replay(
     trace: list[list[int]], capacity: int, multiple: float, policy: str, admission: tuple[int, int] | None
 ) -> None:
-    reuse = None if admission is None else ReuseAdmissionConfig(store_threshold=admission[0], max_tracker_size=admission[1])
+    reuse = (
+        None if admission is None else ReuseAdmissionConfig(store_threshold=admission[0], max_tracker_size=admission[1])
+    )
     config = WhatIfConfig.model_validate({"capacities": [multiple], "policies": [policy], "sample_rate": 1.0})
     observer = WhatIfObserver(capacity, "arc", config, admission=reuse)
     observed(observer, trace)
@@ -62,7 +64,9 @@ def test_at_rate_one_every_figure_is_exactly_a_replay(
         inner = CPUOffloadingManager(blocks, name)
         if reuse is None:
             return inner
-        return FilterReusedOffloadingManager(inner, store_threshold=reuse.store_threshold, max_tracker_size=reuse.max_tracker_size)
+        return FilterReusedOffloadingManager(
+            inner, store_threshold=reuse.store_threshold, max_tracker_size=reuse.max_tracker_size
+        )
 
     assert report.capacity[multiple].run == replayed(manager(max(1, round(capacity * multiple)), "arc"), trace)
     assert report.policy[policy].run == replayed(manager(capacity, policy), trace)
@@ -81,7 +85,9 @@ def test_sampling_is_the_same_every_run_sees_a_fraction_and_reports_an_error() -
     total = sum(map(len, trace))
     assert 0.05 * total < one.sampled_blocks < 0.15 * total
     assert one.sample_rate == 0.1
-    assert one.shadow_blocks == sum(round(1000 * m * 0.1) for m in (0.5, 2, 4)) + 5 * 100, "lru at 1x is one shadow for two figures"
+    assert one.shadow_blocks == sum(round(1000 * m * 0.1) for m in (0.5, 2, 4)) + 5 * 100, (
+        "lru at 1x is one shadow for two figures"
+    )
     assert all(0 < figure.error < 0.1 for figure in one.capacity.values())
 
 
@@ -117,7 +123,9 @@ def test_a_head_in_every_request_counts_at_its_weight_not_the_sample_s() -> None
 
 
 def test_the_recent_window_follows_a_change_of_traffic_that_the_run_averages() -> None:
-    config = WhatIfConfig.model_validate({"capacities": [2.0], "policies": ["lru"], "sample_rate": 1.0, "window_requests": 100})
+    config = WhatIfConfig.model_validate(
+        {"capacities": [2.0], "policies": ["lru"], "sample_rate": 1.0, "window_requests": 100}
+    )
     observer = WhatIfObserver(100, "lru", config)
     repeated = [[1, 2, 3, 4]] * 300
     fresh = [[10_000 + 4 * r + i for i in range(4)] for r in range(300)]
@@ -169,13 +177,24 @@ def test_simulate_writes_the_whatif_object_and_a_summary_line(tmp_path: Path) ->
 
 
 def test_simulate_serves_the_whatif_gauges(tmp_path: Path) -> None:
-    parser = pytest.importorskip("prometheus_client.parser", reason="prometheus-client not installed (extra kvcontract[metrics])")
+    parser = pytest.importorskip(
+        "prometheus_client.parser", reason="prometheus-client not installed (extra kvcontract[metrics])"
+    )
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [
-        sys.executable, "-m", "kvcontract", "simulate", "--config", str(_config(tmp_path, 0.5)),
-        "--requests", "3000", "--json", "--metrics-port", str(port),
+        sys.executable,
+        "-m",
+        "kvcontract",
+        "simulate",
+        "--config",
+        str(_config(tmp_path, 0.5)),
+        "--requests",
+        "3000",
+        "--json",
+        "--metrics-port",
+        str(port),
     ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -183,7 +202,9 @@ def test_simulate_serves_the_whatif_gauges(tmp_path: Path) -> None:
     finally:
         process.wait(timeout=600)
     families = {family.name: family for family in parser.text_string_to_metric_families(text)}
-    capacity = {(s.labels["capacity_multiplier"], s.labels["window"]) for s in families["kvcontract_whatif_hit_ratio"].samples}
+    capacity = {
+        (s.labels["capacity_multiplier"], s.labels["window"]) for s in families["kvcontract_whatif_hit_ratio"].samples
+    }
     assert capacity == {(m, w) for m in ("0.5", "2", "4") for w in ("run", "recent")}
     policies = {s.labels["policy"] for s in families["kvcontract_whatif_policy_hit_ratio"].samples}
     assert policies == set(BUILTIN_POLICIES)

@@ -32,7 +32,11 @@ def _settle(manager: TieringOffloadingManager) -> None:
 def _replayed_split(requests: Sequence[Sequence[int]], host: int, tier: int, root: Path) -> tuple[float, float]:
     """Host and file-tier hit ratios of a replay: a request whose lookup says RETRY looks up again next step."""
     file_tier = FileTier(
-        root, tier, torch.zeros(host, _BLOCK_BYTES, dtype=torch.uint8), identity=example_identity(_BLOCK_BYTES), io_threads=1
+        root,
+        tier,
+        torch.zeros(host, _BLOCK_BYTES, dtype=torch.uint8),
+        identity=example_identity(_BLOCK_BYTES),
+        io_threads=1,
     )
     manager = TieringOffloadingManager(CPUOffloadingManager(host, "lru"), [file_tier])
     blocks = host_hits = tier_hits = 0
@@ -87,7 +91,9 @@ def test_prefix_chains_split_between_host_and_a_larger_file_tier_as_a_replay_doe
     # is among the 6 most recent (behind 7,8,9,4,5), so the last request hits one block.
     requests = [[1, 2, 3], [4, 5, 6], [1, 2, 3], [4, 5], [7, 8, 9], [1, 2, 3]]
     plan = plan_tiers(requests, [3], {"file": 6})
-    assert _replayed_split(requests, 3, 6, tmp_path) == pytest.approx((plan.hit_ratios[HOST][0], plan.hit_ratios["file"][0]))
+    assert _replayed_split(requests, 3, 6, tmp_path) == pytest.approx(
+        (plan.hit_ratios[HOST][0], plan.hit_ratios["file"][0])
+    )
     assert plan.hit_ratios["file"][0] > 0 and plan.total(0) == pytest.approx(6 / 17)
 
 

@@ -59,9 +59,7 @@ def test_a_batch_evicts_like_the_same_inserts_one_by_one(
     ],
     ids=["held key", "too many", "repeated key", "lengths differ"],
 )
-def test_a_refused_batch_changes_nothing(
-    name: str, numbers: tuple[int, ...], count: int, message: str
-) -> None:
+def test_a_refused_batch_changes_nothing(name: str, numbers: tuple[int, ...], count: int, message: str) -> None:
     policy = get_policy(name)(3)
     first = ready(1)
     policy.insert(key(1), first)
@@ -94,9 +92,7 @@ class OneByOne(CachePolicy):
         return None
 
     @override
-    def evict(
-        self, n: int, protected: Set[OffloadKey]
-    ) -> list[tuple[OffloadKey, BlockStatus]] | None:
+    def evict(self, n: int, protected: Set[OffloadKey]) -> list[tuple[OffloadKey, BlockStatus]] | None:
         return None
 
     @override

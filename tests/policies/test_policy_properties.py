@@ -109,7 +109,10 @@ class PolicyMachine(RuleBasedStateMachine):
         if self.model is not None:
             self.model.remove(key(number))
 
-    @rule(n=st.integers(0, CAPACITY + 1) | st.integers(1, 2), protected=st.sets(NUMBERS, max_size=5) | st.sets(NUMBERS, max_size=1))
+    @rule(
+        n=st.integers(0, CAPACITY + 1) | st.integers(1, 2),
+        protected=st.sets(NUMBERS, max_size=5) | st.sets(NUMBERS, max_size=1),
+    )
     def evict(self, n: int, protected: set[int]) -> None:
         shielded = frozenset(keys(*protected))
         evictable = {k for k, block in self.held.items() if block.ref_cnt == 0 and k not in shielded}

@@ -67,9 +67,7 @@ def test_register_policy() -> None:
 
 
 def test_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
-    published = [
-        EntryPoint("third-party", "kvcontract.policies.sieve:SIEVEPolicy", registry.ENTRY_POINT_GROUP)
-    ]
+    published = [EntryPoint("third-party", "kvcontract.policies.sieve:SIEVEPolicy", registry.ENTRY_POINT_GROUP)]
 
     def fake_entry_points(*, group: str) -> Iterator[EntryPoint]:
         assert group == registry.ENTRY_POINT_GROUP

@@ -54,8 +54,14 @@ def test_a_bad_line_names_the_file_and_the_line(tmp_path: Path, line: str, probl
         (b"\xff\xfe{}", "not UTF-8 text \\(byte 0xff at column 1\\)"),
         (b'{"hash_ids": [' + b"1" * 5000 + b"]}", "an integer has more than 4300 digits"),
         (b'{"hash_ids": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested deeper than JSON can be read"),
-        (b'{"hash_ids": [' + b",".join([b"0"] * (MAX_HASH_IDS + 1)) + b"]}", f"at most {MAX_HASH_IDS} of them, got a list of {MAX_HASH_IDS + 1} items"),
-        (b'{"hash_ids": [1], "timestamp": 18446744073709551616}', "'timestamp' must be a non-negative integer below 2\\*\\*64"),
+        (
+            b'{"hash_ids": [' + b",".join([b"0"] * (MAX_HASH_IDS + 1)) + b"]}",
+            f"at most {MAX_HASH_IDS} of them, got a list of {MAX_HASH_IDS + 1} items",
+        ),
+        (
+            b'{"hash_ids": [1], "timestamp": 18446744073709551616}',
+            "'timestamp' must be a non-negative integer below 2\\*\\*64",
+        ),
         (b" " * (MAX_LINE_BYTES + 1), f"a line holds at most {MAX_LINE_BYTES} bytes"),
     ],
 )

@@ -33,7 +33,9 @@ def test_the_cpu_manager_passes() -> None:
 
 def _file_tier(root: Path) -> Callable[[torch.Tensor], SecondaryTier]:
     made = iter(range(1_000_000))
-    return lambda host: FileTier(root / str(next(made)), 16, host, identity=example_identity(int(host.shape[1])), io_threads=2)
+    return lambda host: FileTier(
+        root / str(next(made)), 16, host, identity=example_identity(int(host.shape[1])), io_threads=2
+    )
 
 
 def test_the_file_tier_passes_and_a_corrupt_file_is_a_miss(tmp_path: Path) -> None:
@@ -57,7 +59,10 @@ BROKEN: dict[str, tuple[Callable[[Path], None], str | tuple[str, ...]]] = {
     "duplicate victims": (lambda _: check_policy(support.DuplicateVictims), "evict's victims are distinct"),
     "overfills": (
         lambda _: check_policy(support.Overfills),
-        ("an insert of a held key, or past capacity, is refused", "insert_many of a held key, or past capacity, is refused"),
+        (
+            "an insert of a held key, or past capacity, is refused",
+            "insert_many of a held key, or past capacity, is refused",
+        ),
     ),
     "ignores touch, against an LRU order model": (
         lambda _: check_policy(support.IgnoresTouch, order_model=get_policy("lru")),
@@ -68,8 +73,14 @@ BROKEN: dict[str, tuple[Callable[[Path], None], str | tuple[str, ...]]] = {
         "evict chooses the victims the order model chooses",
     ),
     "forgets remove": (lambda _: check_policy(support.ForgetsRemove), "get after remove is None"),
-    "half insert_many": (lambda _: check_policy(support.HalfInsertMany), "a refused insert_many changes nothing (all or nothing)"),
-    "manager loses a pin": (lambda _: check_manager(lambda c: support.LosesPins(c)), "complete_load of a block that is not being loaded is refused"),
+    "half insert_many": (
+        lambda _: check_policy(support.HalfInsertMany),
+        "a refused insert_many changes nothing (all or nothing)",
+    ),
+    "manager loses a pin": (
+        lambda _: check_manager(lambda c: support.LosesPins(c)),
+        "complete_load of a block that is not being loaded is refused",
+    ),
     "manager keeps failed stores": (
         lambda _: check_manager(lambda c: support.KeepsFailedStores(c)),
         "lookup never answers HIT for a block that is not readable",

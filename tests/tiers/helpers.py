@@ -109,7 +109,10 @@ class SharedTierMachine(RuleBasedStateMachine):
             return TransferResult(job.job_id, False)
         return drain(tier, [job.job_id])[job.job_id]
 
-    @rule(engine=st.integers(0, 2), indices=st.lists(st.integers(0, IDENTITY_KEYS - 1), min_size=1, max_size=IDENTITY_HOST_BLOCKS, unique=True))
+    @rule(
+        engine=st.integers(0, 2),
+        indices=st.lists(st.integers(0, IDENTITY_KEYS - 1), min_size=1, max_size=IDENTITY_HOST_BLOCKS, unique=True),
+    )
     def store(self, engine: int, indices: list[int]) -> None:
         tier = self.tiers[engine]
         new = [i for i in indices if settle(tier, key(i)) is LookupResult.MISS]
@@ -122,7 +125,10 @@ class SharedTierMachine(RuleBasedStateMachine):
             for i, seed in zip(new, seeds):
                 self.stored[(engine, i)] = seed
 
-    @rule(engine=st.integers(0, 2), indices=st.lists(st.integers(0, IDENTITY_KEYS - 1), min_size=1, max_size=IDENTITY_HOST_BLOCKS, unique=True))
+    @rule(
+        engine=st.integers(0, 2),
+        indices=st.lists(st.integers(0, IDENTITY_KEYS - 1), min_size=1, max_size=IDENTITY_HOST_BLOCKS, unique=True),
+    )
     def load(self, engine: int, indices: list[int]) -> None:
         tier = self.tiers[engine]
         for i in indices:

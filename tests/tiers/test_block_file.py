@@ -142,9 +142,7 @@ def test_truncated_header_scan_deletes_the_file(path: str, at: BlockLocation) ->
     assert not os.path.exists(path)
 
 
-def test_a_replaced_corrupt_file_is_not_deleted(
-    path: str, at: BlockLocation, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_replaced_corrupt_file_is_not_deleted(path: str, at: BlockLocation, monkeypatch: pytest.MonkeyPatch) -> None:
     """A writer that renames a new file into place while a reader finds the old one corrupt keeps it."""
     write(at)
     flip(path, HEADER + 1)

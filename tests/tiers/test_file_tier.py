@@ -34,9 +34,7 @@ from tests.tiers.conftest import (
 from tests.tiers.helpers import fill, load, store
 
 
-def test_loaded_blocks_equal_the_stored_ones(
-    make_tier: MakeTier, host: torch.Tensor, job_ids: Iterator[int]
-) -> None:
+def test_loaded_blocks_equal_the_stored_ones(make_tier: MakeTier, host: torch.Tensor, job_ids: Iterator[int]) -> None:
     tier = make_tier()
     keys = [key(i) for i in range(4)]
     fill(host, [0, 1, 2, 3], [10, 11, 12, 13])
@@ -205,9 +203,7 @@ def test_constructor_arguments_are_checked(make_tier: MakeTier, tmp_path: Path) 
         make_tier(io_threads=0)
 
 
-def test_shutdown_finishes_jobs_in_flight_and_refuses_new_ones(
-    make_tier: MakeTier, host: torch.Tensor
-) -> None:
+def test_shutdown_finishes_jobs_in_flight_and_refuses_new_ones(make_tier: MakeTier, host: torch.Tensor) -> None:
     tier = make_tier(capacity=16, io_threads=2)
     for i in range(16):
         assert tier.submit_store(TierJob(i, [key(i)], [i]))

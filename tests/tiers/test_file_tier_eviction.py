@@ -35,9 +35,7 @@ def removed_keys(tier: FileTier) -> list[bytes]:
     return [k for event in tier.take_events() if event.removed for k in event.keys]
 
 
-def test_lru_evicts_the_least_recently_used_and_deletes_its_file(
-    make_tier: MakeTier, job_ids: Iterator[int]
-) -> None:
+def test_lru_evicts_the_least_recently_used_and_deletes_its_file(make_tier: MakeTier, job_ids: Iterator[int]) -> None:
     tier = make_tier(capacity=4)
     for i in range(4):
         store(tier, job_ids, [key(i)], [i])
@@ -129,9 +127,9 @@ def test_a_key_stored_again_waits_for_the_deletion_of_its_old_file(
     old = bytearray(host.shape[1])
     with BlockDirectory(tier.root, tier.identity.fingerprint_hex).locate(key(0)) as location:
         block_file.read_block(location, key(0), memoryview(old), fingerprint=FINGERPRINT)
-    assert torch.equal(
-        torch.frombuffer(old, dtype=torch.uint8), pattern(100)
-    ), "the new content was written before the old file was deleted"
+    assert torch.equal(torch.frombuffer(old, dtype=torch.uint8), pattern(100)), (
+        "the new content was written before the old file was deleted"
+    )
     gate.open()
     assert drain(tier, [50])[50].success
     assert load(tier, job_ids, [key(0)], [3]).success

@@ -144,9 +144,7 @@ class FileTierMachine(RuleBasedStateMachine):
 
     @rule(
         indices=st.lists(st.integers(0, KEYS - 1), min_size=1, max_size=HOST_BLOCKS, unique=True),
-        payloads=st.lists(
-            st.binary(min_size=BYTES, max_size=BYTES), min_size=HOST_BLOCKS, max_size=HOST_BLOCKS
-        ),
+        payloads=st.lists(st.binary(min_size=BYTES, max_size=BYTES), min_size=HOST_BLOCKS, max_size=HOST_BLOCKS),
     )
     def store(self, indices: list[int], payloads: list[bytes]) -> None:
         keys = [key(i) for i in indices]
@@ -216,7 +214,12 @@ class FileTierMachine(RuleBasedStateMachine):
             target = self.outside / f"valid-{index}.kvb"
             directory = os.open(self.outside, os.O_RDONLY | os.O_DIRECTORY)
             try:
-                block_file.write_block(BlockLocation(directory, target.name), key(index), memoryview(b"\x5a" * BYTES), fingerprint=FINGERPRINT)
+                block_file.write_block(
+                    BlockLocation(directory, target.name),
+                    key(index),
+                    memoryview(b"\x5a" * BYTES),
+                    fingerprint=FINGERPRINT,
+                )
             finally:
                 os.close(directory)
             self.outside_files[target] = target.stat().st_ino
@@ -229,7 +232,9 @@ class FileTierMachine(RuleBasedStateMachine):
             other = key((index + 1) % KEYS)
             directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
             try:
-                block_file.write_block(BlockLocation(directory, path.name), other, memoryview(bytes(BYTES)), fingerprint=FINGERPRINT)
+                block_file.write_block(
+                    BlockLocation(directory, path.name), other, memoryview(bytes(BYTES)), fingerprint=FINGERPRINT
+                )
             finally:
                 os.close(directory)
 

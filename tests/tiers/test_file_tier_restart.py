@@ -38,9 +38,7 @@ def finish(process: subprocess.Popen[str]) -> str:
     return output
 
 
-def test_blocks_survive_a_restart(
-    make_tier: MakeTier, host: torch.Tensor, job_ids: Iterator[int]
-) -> None:
+def test_blocks_survive_a_restart(make_tier: MakeTier, host: torch.Tensor, job_ids: Iterator[int]) -> None:
     first = make_tier()
     fill(host, [0, 1, 2], [0, 1, 2])
     store(first, job_ids, [key(0), key(1), key(2)], [0, 1, 2])
@@ -65,9 +63,7 @@ def restart_with_mtimes(make_tier: MakeTier, job_ids: Iterator[int], stamps: lis
     return make_tier(capacity=3)
 
 
-def test_a_restart_keeps_the_newest_blocks_that_fit(
-    make_tier: MakeTier, job_ids: Iterator[int]
-) -> None:
+def test_a_restart_keeps_the_newest_blocks_that_fit(make_tier: MakeTier, job_ids: Iterator[int]) -> None:
     second = restart_with_mtimes(make_tier, job_ids, [1_000_000 + (i if i != 1 else 100) for i in range(6)])
     assert [i for i in range(6) if second.lookup(key(i)) is LookupResult.HIT] == [1, 4, 5]
     assert sum(1 for _ in second.root.rglob("*.kvb")) == 3
@@ -75,9 +71,7 @@ def test_a_restart_keeps_the_newest_blocks_that_fit(
     assert second.lookup(key(4)) is LookupResult.MISS, "the oldest kept block is least recently used"
 
 
-def test_blocks_with_the_same_mtime_are_ordered_by_key(
-    make_tier: MakeTier, job_ids: Iterator[int]
-) -> None:
+def test_blocks_with_the_same_mtime_are_ordered_by_key(make_tier: MakeTier, job_ids: Iterator[int]) -> None:
     """Files written within one clock tick share an mtime; the key orders them, not the directory."""
     second = restart_with_mtimes(make_tier, job_ids, [1_000_000] * 6)
     by_key = sorted(key(i) for i in range(6))
@@ -86,9 +80,7 @@ def test_blocks_with_the_same_mtime_are_ordered_by_key(
     assert second.lookup(by_key[3]) is LookupResult.MISS, "the smallest kept key is least recently used"
 
 
-def test_the_scan_drops_bad_files_and_ignores_foreign_ones(
-    make_tier: MakeTier, job_ids: Iterator[int]
-) -> None:
+def test_the_scan_drops_bad_files_and_ignores_foreign_ones(make_tier: MakeTier, job_ids: Iterator[int]) -> None:
     first = make_tier()
     store(first, job_ids, [key(0), key(1), key(2)], [0, 1, 2])
     first.shutdown()
@@ -154,9 +146,7 @@ def test_processes_writing_one_root_at_once(tmp_path: Path) -> None:
     assert not [p for p in root.rglob("*.tmp")]
 
 
-def test_a_block_another_tier_evicted_reads_as_a_miss(
-    make_tier: MakeTier, job_ids: Iterator[int]
-) -> None:
+def test_a_block_another_tier_evicted_reads_as_a_miss(make_tier: MakeTier, job_ids: Iterator[int]) -> None:
     writer = make_tier(capacity=1)
     store(writer, job_ids, [key(0)], [0])
     reader = make_tier(capacity=4)

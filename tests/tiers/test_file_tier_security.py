@@ -79,8 +79,13 @@ def open_umask() -> Iterator[None]:
 @pytest.mark.usefixtures("open_umask")
 @pytest.mark.parametrize(("umask", "file_mode", "dir_mode"), [(0o077, 0o600, 0o700), (0o007, 0o660, 0o770)])
 def test_files_and_directories_get_the_tier_modes(
-    make_tier: MakeTier, tmp_path: Path, host: torch.Tensor, job_ids: Iterator[int],
-    umask: int, file_mode: int, dir_mode: int,
+    make_tier: MakeTier,
+    tmp_path: Path,
+    host: torch.Tensor,
+    job_ids: Iterator[int],
+    umask: int,
+    file_mode: int,
+    dir_mode: int,
 ) -> None:
     tier = FileTier(tmp_path / "new" / "cache", 4, host, identity=IDENTITY, umask=umask)
     try:

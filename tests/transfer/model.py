@@ -98,9 +98,7 @@ class GroupShape:
     dtype: torch.dtype
 
 
-def random_kv(
-    shape: GroupShape, *, kv_first: bool, device: str, generator: torch.Generator
-) -> list[torch.Tensor]:
+def random_kv(shape: GroupShape, *, kv_first: bool, device: str, generator: torch.Generator) -> list[torch.Tensor]:
     """Per-layer tensors of ``shape`` filled with random bytes (any bit pattern, NaNs included)."""
     dims = (2, shape.num_blocks) if kv_first else (shape.num_blocks,)
     full = (*dims, *shape.block_shape)
@@ -250,11 +248,8 @@ def assert_loaded(
         at += size
 
 
-def scenario_kv(
-    scenario: Scenario, device: str, generator: torch.Generator
-) -> list[list[torch.Tensor]]:
+def scenario_kv(scenario: Scenario, device: str, generator: torch.Generator) -> list[list[torch.Tensor]]:
     """Random KV tensors for every group of ``scenario``."""
     return [
-        random_kv(shape, kv_first=scenario.kv_first, device=device, generator=generator)
-        for shape in scenario.groups
+        random_kv(shape, kv_first=scenario.kv_first, device=device, generator=generator) for shape in scenario.groups
     ]

@@ -22,10 +22,7 @@ def test_jobs_of_one_shape_queued_back_to_back_copy_their_own_blocks() -> None:
     kv = torch.randint(0, 256, (BLOCKS, 512), dtype=torch.uint8, generator=generator).cuda()
     expected = kv.clone()
     order = random.Random(5).sample(range(BLOCKS), BLOCKS)
-    jobs = [
-        (order[at : at + PER_JOB], list(range(at, at + PER_JOB)))
-        for at in range(0, 8 * PER_JOB, PER_JOB)
-    ]
+    jobs = [(order[at : at + PER_JOB], list(range(at, at + PER_JOB))) for at in range(0, 8 * PER_JOB, PER_JOB)]
     worker = TorchOffloadingWorker([kv], num_host_blocks=BLOCKS)
     try:
         assert worker.copy_path == "cuda-zero-copy"

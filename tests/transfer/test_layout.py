@@ -10,9 +10,7 @@ import torch
 from kvcontract.transfer import KVCacheLayout
 
 
-@pytest.mark.parametrize(
-    "dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int8, torch.float8_e4m3fn]
-)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int8, torch.float8_e4m3fn])
 def test_blocks_on_dim_0_become_byte_rows(dtype: torch.dtype) -> None:
     kv = [torch.zeros((5, 16, 2, 8), dtype=dtype) for _ in range(3)]
     layout = KVCacheLayout.of(kv)

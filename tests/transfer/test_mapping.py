@@ -17,9 +17,7 @@ NESTED: Any = [[0, 1]]
 
 def layout(*num_blocks: int, k: int = 1) -> KVCacheLayout:
     """One tensor of 8-byte blocks per group, with the given block counts."""
-    return KVCacheLayout.of(
-        [[torch.zeros((n, 8), dtype=torch.uint8)] for n in num_blocks], blocks_per_offload_block=k
-    )
+    return KVCacheLayout.of([[torch.zeros((n, 8), dtype=torch.uint8)] for n in num_blocks], blocks_per_offload_block=k)
 
 
 def test_k_gpu_blocks_fill_each_offload_block_after_the_start_index() -> None:

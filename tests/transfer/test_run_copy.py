@@ -37,9 +37,7 @@ runs = st.lists(
 
 
 @given(start=st.binary(min_size=SPAN, max_size=SPAN), runs=runs)
-def test_runs_are_copied_in_order_as_slice_assignments_would(
-    start: bytes, runs: list[tuple[int, int, int]]
-) -> None:
+def test_runs_are_copied_in_order_as_slice_assignments_would(start: bytes, runs: list[tuple[int, int, int]]) -> None:
     copy_runs = compiled()
     expected, actual = bytearray(start), bytearray(start)
     for dst, src, size in runs:
@@ -57,9 +55,7 @@ def test_runs_are_copied_in_order_as_slice_assignments_would(
     ("dst", "src", "size"),
     [(SPAN - 3, 0, 4), (0, SPAN - 3, 4), (-1, 0, 1), (0, -8, 8), (0, 0, -1), (0, 0, SPAN + 1)],
 )
-def test_a_run_outside_the_span_raises_before_any_byte_moves(
-    dst: int, src: int, size: int
-) -> None:
+def test_a_run_outside_the_span_raises_before_any_byte_moves(dst: int, src: int, size: int) -> None:
     copy_runs = compiled()
     span = bytearray(range(SPAN))
     with pytest.raises(ValueError, match=r"copy_runs: run 1 .* leaves the span of 256 bytes; no byte was copied"):

@@ -41,9 +41,7 @@ def copier(
     return StagedCopier(layout, rows, rows if zero_copy else None)
 
 
-def mapping(
-    copier: StagedCopier, scenario: Scenario, gpu_ids: tuple[int, ...], *, to_gpu: bool
-) -> BlockMapping:
+def mapping(copier: StagedCopier, scenario: Scenario, gpu_ids: tuple[int, ...], *, to_gpu: bool) -> BlockMapping:
     """The scenario's job with GPU blocks ``gpu_ids``."""
     return BlockMapping.of(
         copier.layout,
@@ -55,14 +53,10 @@ def mapping(
 
 
 @pytest.mark.parametrize("zero_copy", [True, False], ids=["device-view", "memcpy-runs"])
-@pytest.mark.parametrize(
-    "staging_bytes", [staged_copy.STAGING_BYTES, 40], ids=["one-step", "steps"]
-)
+@pytest.mark.parametrize("staging_bytes", [staged_copy.STAGING_BYTES, 40], ids=["one-step", "steps"])
 @settings(max_examples=40, deadline=None)
 @given(scenario=scenarios())
-def test_the_plan_stores_and_loads_bytes_exactly(
-    zero_copy: bool, staging_bytes: int, scenario: Scenario
-) -> None:
+def test_the_plan_stores_and_loads_bytes_exactly(zero_copy: bool, staging_bytes: int, scenario: Scenario) -> None:
     generator = torch.Generator().manual_seed(scenario.seed)
     source = scenario_kv(scenario, "cpu", generator)
     target = scenario_kv(scenario, "cpu", generator)

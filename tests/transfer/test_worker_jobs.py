@@ -77,9 +77,7 @@ def test_submits_return_before_the_copy_and_results_come_once(
     assert cpu_worker.get_finished() == []
 
 
-def test_wait_blocks_until_the_job_is_done(
-    gate: threading.Event, cpu_worker: TorchOffloadingWorker
-) -> None:
+def test_wait_blocks_until_the_job_is_done(gate: threading.Event, cpu_worker: TorchOffloadingWorker) -> None:
     cpu_worker.submit_store(1, GPULoadStoreSpec([2]), BlockIdsSpec([2]))
     returned = threading.Event()
 
@@ -244,9 +242,7 @@ def inject_failure(monkeypatch: pytest.MonkeyPatch, backend: Backend) -> None:
         monkeypatch.setattr(graphed_copy, "GRAPH_MAX_BYTES", 0)
         enqueue = CudaCopyEngine.enqueue
 
-        def first_step_then_raise(
-            self: CudaCopyEngine, direction: Direction, job: PreparedJob
-        ) -> None:
+        def first_step_then_raise(self: CudaCopyEngine, direction: Direction, job: PreparedJob) -> None:
             enqueue(self, direction, dataclasses.replace(job, steps=job.steps[:1]))
             raise RuntimeError("injected copy failure")
 
@@ -295,9 +291,7 @@ def test_a_copy_that_raises_fails_its_job_and_touches_only_mapped_blocks(
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_workers_on_one_shared_memory_file_see_each_others_blocks(
-    tmp_path: Path, backend: Backend
-) -> None:
+def test_workers_on_one_shared_memory_file_see_each_others_blocks(tmp_path: Path, backend: Backend) -> None:
     path = str(tmp_path / "host")
     source, target = kv_cache(backend.device, seed=3), kv_cache(backend.device, seed=4)
     # A file may refuse pinning (then pageable and memcpy), so zero-copy is not required here.

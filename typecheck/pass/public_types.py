@@ -38,7 +38,6 @@ manager.complete_store((k for k in keys), ctx)
 manager.complete_load(iter(keys), ctx)
 
 
-
 def load_through_contract(contract: kvcontract.OffloadingManager) -> LoadStoreSpec:
     """Through the contract, a load spec is only known as a LoadStoreSpec."""
     return assert_type(contract.prepare_load(keys, ctx), LoadStoreSpec)

@@ -52,10 +52,7 @@ def unchecked(method: Callable[_P, _R]) -> Callable[_P, _R]:
     return cast(Callable[_P, _R], types.MethodType(original, owner))
 
 
-
-def wrap(
-    cls: type, name: str, impl: object, contract_fn: Callable[..., object], full: bool
-) -> object:
+def wrap(cls: type, name: str, impl: object, contract_fn: Callable[..., object], full: bool) -> object:
     """``impl``, as found in a class body, checked against ``contract_fn``'s signature.
 
     A ``staticmethod`` or ``classmethod`` stays one: its function is checked (a static one
@@ -68,9 +65,7 @@ def wrap(
         return _checked_function(cls, name, impl, contract_fn, params, full)
     inner: object = getattr(impl, "__func__")
     if kind is staticmethod:
-        wrapper: object = staticmethod(
-            _checked_function(cls, name, inner, contract_fn, params[1:], full)
-        )
+        wrapper: object = staticmethod(_checked_function(cls, name, inner, contract_fn, params[1:], full))
     else:
         wrapper = classmethod(_checked_function(cls, name, inner, contract_fn, params, full))
     vars(wrapper).update(getattr(impl, "__dict__", {}))
@@ -100,11 +95,7 @@ def _checked_function(
     else:
         impl_names = tuple(p.name for p in params)
         target = _forwarding_function(name, params, impl)
-    shown = {
-        impl_name: hints[param.name]
-        for impl_name, param in zip(impl_names, params)
-        if param.name in hints
-    }
+    shown = {impl_name: hints[param.name] for impl_name, param in zip(impl_names, params) if param.name in hints}
     if "return" in hints:
         shown["return"] = hints["return"]
     adapt = _full_hint if full else _fast_hint
@@ -146,11 +137,7 @@ def _fast_path(
     """
     code = target.__code__
     names = code.co_varnames[: code.co_argcount]
-    if (
-        code.co_kwonlyargcount
-        or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
-        or target.__kwdefaults__
-    ):
+    if code.co_kwonlyargcount or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) or target.__kwdefaults__:
         return checker
     namespace: dict[str, object] = {"_kvcontract_impl": impl, "_kvcontract_checked": checker}
     tests: list[str] = []
@@ -234,20 +221,14 @@ def _fast_test(hint: object, pith: str, namespace: dict[str, object]) -> str | N
         if items is None:
             return None
         return "(" + " and ".join([f"type({pith}) is tuple", f"len({pith}) == {len(args)}", *items]) + ")"
-    if (
-        origin is None
-        and isinstance(hint, type)
-        and type(hint).__instancecheck__ is type.__instancecheck__
-    ):
+    if origin is None and isinstance(hint, type) and type(hint).__instancecheck__ is type.__instancecheck__:
         key = f"_kvcontract_type_{len(namespace)}"
         namespace[key] = hint
         return f"isinstance({pith}, {key})"
     return None
 
 
-def _fast_tests(
-    cases: list[tuple[object, str]], namespace: dict[str, object]
-) -> list[str] | None:
+def _fast_tests(cases: list[tuple[object, str]], namespace: dict[str, object]) -> list[str] | None:
     """The fast test of each ``(hint, pith)``, or ``None`` if one of them has none."""
     tests: list[str] = []
     for hint, pith in cases:
@@ -276,9 +257,7 @@ def _fast_hint(hint: object) -> object:
     return hint
 
 
-_CONTAINERS: frozenset[object] = frozenset(
-    {list, set, frozenset, abc.Sequence, abc.Iterable, abc.Collection, abc.Set}
-)
+_CONTAINERS: frozenset[object] = frozenset({list, set, frozenset, abc.Sequence, abc.Iterable, abc.Collection, abc.Set})
 
 
 def _full_hint(hint: object) -> object:
@@ -322,31 +301,23 @@ def _every(item: object) -> Callable[[object], bool]:
 
 def _function_copy(impl: types.FunctionType) -> types.FunctionType:
     """A twin of ``impl`` sharing its code, so annotations can change without touching it."""
-    twin = types.FunctionType(
-        impl.__code__, impl.__globals__, impl.__name__, impl.__defaults__, impl.__closure__
-    )
+    twin = types.FunctionType(impl.__code__, impl.__globals__, impl.__name__, impl.__defaults__, impl.__closure__)
     twin.__kwdefaults__ = impl.__kwdefaults__
     twin.__qualname__ = impl.__qualname__
     twin.__module__ = impl.__module__
     return twin
 
 
-def _forwarding_function(
-    name: str, params: list[inspect.Parameter], impl: object
-) -> types.FunctionType:
+def _forwarding_function(name: str, params: list[inspect.Parameter], impl: object) -> types.FunctionType:
     """A function with the contract's parameters that calls ``impl``: for decorated methods."""
     plain = [p.replace(annotation=inspect.Parameter.empty) for p in params]
     signature = inspect.Signature(plain)
-    call = ", ".join(
-        p.name if p.kind is not inspect.Parameter.KEYWORD_ONLY else f"{p.name}={p.name}"
-        for p in params
-    )
+    call = ", ".join(p.name if p.kind is not inspect.Parameter.KEYWORD_ONLY else f"{p.name}={p.name}" for p in params)
     namespace: dict[str, object] = {"_impl": impl}
     defaults = {f"_default_{p.name}": p.default for p in params if p.default is not p.empty}
     namespace.update(defaults)
     rendered = ", ".join(
-        str(p.replace(default=inspect.Parameter.empty))
-        + (f"=_default_{p.name}" if p.default is not p.empty else "")
+        str(p.replace(default=inspect.Parameter.empty)) + (f"=_default_{p.name}" if p.default is not p.empty else "")
         for p in signature.parameters.values()
     )
     exec(f"def {name}({rendered}):\n    return _impl({call})\n", namespace)  # noqa: S102

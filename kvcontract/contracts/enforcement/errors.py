@@ -130,9 +130,7 @@ class ParamViolation(ContractViolation):
             f"received {_received(value, self.site.annotations.get(name, object))}. "
             f"Fix: {_fix_for(expected, value)}"
         )
-        self.__cause__: BaseException | None = BeartypeCallHintParamViolation(
-            message=message, culprits=culprits
-        )
+        self.__cause__: BaseException | None = BeartypeCallHintParamViolation(message=message, culprits=culprits)
 
 
 class ReturnViolation(ContractViolation):
@@ -149,9 +147,7 @@ class ReturnViolation(ContractViolation):
             f"{self.site.contract_method} implemented by {self.site.implementer} returned "
             f"{received}, expected {expected}. Fix: return what the contract declares."
         )
-        self.__cause__: BaseException | None = BeartypeCallHintReturnViolation(
-            message=message, culprits=culprits
-        )
+        self.__cause__: BaseException | None = BeartypeCallHintReturnViolation(message=message, culprits=culprits)
 
 
 _PARAMETER_IN_MESSAGE = re.compile(r"parameter (\w+)=")

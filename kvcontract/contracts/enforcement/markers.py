@@ -104,8 +104,6 @@ def _has_override_marker(member: object) -> bool:
         if getattr(current, "__override__", False) is True:
             return True
         pending.extend(
-            inner
-            for attribute in _WRAPPER_ATTRIBUTES
-            if (inner := getattr(current, attribute, None)) is not None
+            inner for attribute in _WRAPPER_ATTRIBUTES if (inner := getattr(current, attribute, None)) is not None
         )
     return False

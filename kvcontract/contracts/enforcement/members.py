@@ -72,6 +72,8 @@ def is_method_like(member: object) -> bool:
     """Whether a class attribute is a method (a function, a descriptor of one, a property)."""
     if isinstance(member, type):
         return False
-    return callable(member) or isinstance(member, (classmethod, staticmethod, property)) or (
-        hasattr(member, "__get__") and hasattr(member, "func")
+    return (
+        callable(member)
+        or isinstance(member, (classmethod, staticmethod, property))
+        or (hasattr(member, "__get__") and hasattr(member, "func"))
     )

@@ -23,15 +23,12 @@ def checked(obj: _T, contract: type[object]) -> _T:
     checks are off.
     """
     if not is_contract(contract):
-        raise TypeError(
-            f"checked() takes a kvcontract contract such as OffloadingManager, got {contract!r}"
-        )
+        raise TypeError(f"checked() takes a kvcontract contract such as OffloadingManager, got {contract!r}")
     required = getattr(contract, "__abstractmethods__", frozenset[str]())
     missing = sorted(name for name in required if not callable(getattr(obj, name, None)))
     if missing:
         raise ContractDefinitionError(
-            f"{type(obj).__name__} does not implement {contract.__name__}: "
-            f"missing {', '.join(missing)}"
+            f"{type(obj).__name__} does not implement {contract.__name__}: missing {', '.join(missing)}"
         )
     state = settings()
     if not state.checks:

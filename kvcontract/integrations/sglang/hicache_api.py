@@ -77,13 +77,25 @@ if TYPE_CHECKING:
         def batch_set_v1(
             self, keys: list[str], host_indices: torch.Tensor, extra_info: HiCacheStorageExtraInfo | None = None
         ) -> list[bool]: ...
-        def get(self, key: str, target_location: Any | None = None, target_sizes: Any | None = None) -> torch.Tensor | None: ...
+        def get(
+            self, key: str, target_location: Any | None = None, target_sizes: Any | None = None
+        ) -> torch.Tensor | None: ...
         def batch_get(
             self, keys: list[str], target_locations: Any | None = None, target_sizes: Any | None = None
         ) -> list[torch.Tensor | None]: ...
-        def set(self, key: str, value: Any | None = None, target_location: Any | None = None, target_sizes: Any | None = None) -> bool: ...
+        def set(
+            self,
+            key: str,
+            value: Any | None = None,
+            target_location: Any | None = None,
+            target_sizes: Any | None = None,
+        ) -> bool: ...
         def batch_set(
-            self, keys: list[str], values: Any | None = None, target_locations: Any | None = None, target_sizes: Any | None = None
+            self,
+            keys: list[str],
+            values: Any | None = None,
+            target_locations: Any | None = None,
+            target_sizes: Any | None = None,
         ) -> bool: ...
         def batch_exists_v2(
             self,

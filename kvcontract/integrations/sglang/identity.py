@@ -36,12 +36,17 @@ class PoolGeometry:
     regions: int
 
 
-def sglang_identity(config: HiCacheStorageConfig, pool: PoolGeometry, named: IdentityConfig, block_bytes: int) -> BlockIdentity:
+def sglang_identity(
+    config: HiCacheStorageConfig, pool: PoolGeometry, named: IdentityConfig, block_bytes: int
+) -> BlockIdentity:
     """The identity of the ``block_bytes``-byte blocks this rank of the model ``config`` describes writes and reads."""
     defaults = IdentityConfig()
     given = [name for name in _FROM_SGLANG if getattr(named, name) != getattr(defaults, name)]
     if given:
-        raise ConfigError(SOURCE, [f"kvcontract.identity.{name}: SGLang's config sets it under SGLang; leave it out" for name in given])
+        raise ConfigError(
+            SOURCE,
+            [f"kvcontract.identity.{name}: SGLang's config sets it under SGLang; leave it out" for name in given],
+        )
     mla = config.is_mla_model
     return BlockIdentity(
         model=config.model_name or "",

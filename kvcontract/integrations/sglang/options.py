@@ -67,20 +67,33 @@ def check_keys(extra_config: Mapping[str, object] | None) -> dict[str, object]:
     extra = dict(extra_config or {})
     unknown = sorted(key for key in extra if key not in _SGLANG_KEYS | _OWN_KEYS)
     if unknown:
-        raise ConfigError(SOURCE, [f"{key}: unknown key; known: {', '.join(sorted(_SGLANG_KEYS | _OWN_KEYS))}" for key in unknown])
+        raise ConfigError(
+            SOURCE, [f"{key}: unknown key; known: {', '.join(sorted(_SGLANG_KEYS | _OWN_KEYS))}" for key in unknown]
+        )
     if ("kvcontract" in extra) == ("config_file" in extra):
-        raise ConfigError(SOURCE, ['give either "kvcontract" (a mapping with "tier") or "config_file" (a file holding it), not both or neither'])
+        raise ConfigError(
+            SOURCE,
+            [
+                'give either "kvcontract" (a mapping with "tier") or "config_file" (a file holding it), not both or neither'
+            ],
+        )
     section = extra["kvcontract"] if "kvcontract" in extra else _read(str(extra["config_file"]))
     if not isinstance(section, Mapping):
-        raise ConfigError(SOURCE, ['kvcontract: give a mapping, e.g. {"tier": {"kind": "file", "path": ..., "capacity": "100GiB"}}'])
+        raise ConfigError(
+            SOURCE, ['kvcontract: give a mapping, e.g. {"tier": {"kind": "file", "path": ..., "capacity": "100GiB"}}']
+        )
     fields = {str(key): value for key, value in cast("Mapping[object, object]", section).items()}  # checked: a mapping
     bad = sorted(key for key in fields if key not in _SECTION_KEYS)
     if bad:
-        raise ConfigError(SOURCE, [f"kvcontract.{key}: unknown key; known: {', '.join(sorted(_SECTION_KEYS))}" for key in bad])
+        raise ConfigError(
+            SOURCE, [f"kvcontract.{key}: unknown key; known: {', '.join(sorted(_SECTION_KEYS))}" for key in bad]
+        )
     return fields
 
 
-def backend_options(extra_config: Mapping[str, object] | None, block_bytes: int, blocks_per_page: int) -> BackendOptions:
+def backend_options(
+    extra_config: Mapping[str, object] | None, block_bytes: int, blocks_per_page: int
+) -> BackendOptions:
     """The options in SGLang's extra config, the tier's capacity in blocks of ``block_bytes``; one ``ConfigError`` naming every bad key."""
     fields = check_keys(extra_config)
     timeout = fields.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
@@ -108,16 +121,26 @@ def _read(path: str) -> object:
 def _tier_config(tier: object, identity: object, block_bytes: int, blocks_per_page: int) -> KVContractConfig:
     """A kvcontract config whose one secondary tier is ``tier``, its capacity in blocks."""
     if not isinstance(tier, Mapping):
-        raise ConfigError(SOURCE, ['kvcontract.tier: give a kvcontract tier config, e.g. {"kind": "file", "path": ..., "capacity": "100GiB"}'])
+        raise ConfigError(
+            SOURCE,
+            [
+                'kvcontract.tier: give a kvcontract tier config, e.g. {"kind": "file", "path": ..., "capacity": "100GiB"}'
+            ],
+        )
     fields = {str(key): value for key, value in cast("Mapping[object, object]", tier).items()}  # checked: a mapping
     capacity = fields.get("capacity")
     if isinstance(capacity, str):
         try:
             blocks = int(_SIZE.validate_python(capacity)) // (block_bytes * blocks_per_page) * blocks_per_page
         except ValidationError:
-            raise ConfigError(SOURCE, [f"kvcontract.tier.capacity: {capacity!r} is not a size such as '100GiB' or a page count"]) from None
+            raise ConfigError(
+                SOURCE, [f"kvcontract.tier.capacity: {capacity!r} is not a size such as '100GiB' or a page count"]
+            ) from None
         if blocks < 1:
-            raise ConfigError(SOURCE, [f"kvcontract.tier.capacity: {capacity!r} holds no page of {block_bytes * blocks_per_page} bytes"])
+            raise ConfigError(
+                SOURCE,
+                [f"kvcontract.tier.capacity: {capacity!r} holds no page of {block_bytes * blocks_per_page} bytes"],
+            )
         fields["capacity"] = blocks
     elif isinstance(capacity, int) and not isinstance(capacity, bool):
         fields["capacity"] = capacity * blocks_per_page
@@ -127,4 +150,6 @@ def _tier_config(tier: object, identity: object, block_bytes: int, blocks_per_pa
     try:
         return load_config(base=base)
     except ConfigError as error:
-        raise ConfigError(SOURCE, [f"kvcontract.{problem.replace('manager.secondary.0.', 'tier.')}" for problem in error.problems]) from None
+        raise ConfigError(
+            SOURCE, [f"kvcontract.{problem.replace('manager.secondary.0.', 'tier.')}" for problem in error.problems]
+        ) from None

@@ -138,7 +138,12 @@ def page_table(pool: HostPool, page_num: int, staging_pages: int) -> PageTable:
             f"start SGLang with --hicache-mem-layout one of {served}"
         )
     buffer = pool.kv_buffer
-    if pool.layout in UNIFIED_LAYOUTS and isinstance(buffer, torch.Tensor) and buffer.is_contiguous() and buffer.shape[0] >= page_num:
+    if (
+        pool.layout in UNIFIED_LAYOUTS
+        and isinstance(buffer, torch.Tensor)
+        and buffer.is_contiguous()
+        and buffer.shape[0] >= page_num
+    ):
         return PageTable(buffer.view(torch.uint8).view(int(buffer.shape[0]), -1), (0,), (1,), staged=False)
     if pool.layout in ZERO_COPY_LAYOUTS and isinstance(buffer, torch.Tensor) and buffer.is_contiguous():
         table = _in_place(pool, buffer, page_num)
@@ -158,7 +163,9 @@ def page_table(pool: HostPool, page_num: int, staging_pages: int) -> PageTable:
                 "region of a page in one run of bytes of one of the pool's buffers, so there is no page to copy; "
                 f"this backend serves the layout as SGLang 0.5.23 lays it out"
             )
-        return PageTable(torch.zeros((staging_pages, split.page_bytes), dtype=torch.uint8), (0,), (0,), staged=True, split=split)
+        return PageTable(
+            torch.zeros((staging_pages, split.page_bytes), dtype=torch.uint8), (0,), (0,), staged=True, split=split
+        )
     if pool.layout in UNIFIED_LAYOUTS:
         raise ValueError(
             f"kvcontract's HiCache backend: this {pool.layout!r} host pool's buffer is not one page-major tensor, and SGLang "
@@ -193,13 +200,19 @@ def _split_pages(pool: HostPool, page_num: int) -> SplitPages | None:
     """A split pool's regions, if SGLang's metadata puts each page's region ``i`` at page ``p`` of one page-major buffer, one run per page."""
     pointers, sizes = pool.get_page_buffer_meta(torch.arange(2 * pool.page_size))
     count = len(pointers) // 2
-    buffers = [buffer for buffer in (getattr(pool, name, None) for name in _SPLIT_BUFFERS) if isinstance(buffer, torch.Tensor)]
+    buffers = [
+        buffer for buffer in (getattr(pool, name, None) for name in _SPLIT_BUFFERS) if isinstance(buffer, torch.Tensor)
+    ]
     regions: list[torch.Tensor] = []
     for pointer, following, size in zip(pointers[:count], pointers[count:], sizes[:count]):
         found = [
-            buffer for buffer in buffers
-            if buffer.data_ptr() == pointer and buffer.is_contiguous() and int(buffer.shape[0]) >= page_num
-            and buffer.numel() * buffer.element_size() == size * int(buffer.shape[0]) and following == pointer + size
+            buffer
+            for buffer in buffers
+            if buffer.data_ptr() == pointer
+            and buffer.is_contiguous()
+            and int(buffer.shape[0]) >= page_num
+            and buffer.numel() * buffer.element_size() == size * int(buffer.shape[0])
+            and following == pointer + size
         ]
         if not found:
             return None

@@ -71,7 +71,17 @@ _POLL_SECONDS = 0.0002
 """Pause between polls of the tier while a call waits: well below a page's file I/O."""
 _KV_POOL = "kv"
 """SGLang's name of the full-attention KV pool (``PoolName.KV``): the one pool the backend serves."""
-_COUNTERS = ("hits", "promoted", "written", "bytes_read", "bytes_written", "failed_jobs", "lookups", "promotion_failures", "cascade_failures")
+_COUNTERS = (
+    "hits",
+    "promoted",
+    "written",
+    "bytes_read",
+    "bytes_written",
+    "failed_jobs",
+    "lookups",
+    "promotion_failures",
+    "cascade_failures",
+)
 """The tier counters of :class:`kvcontract.managers.TierStats` the backend keeps itself."""
 RECOVERY_CALLS = 8
 """Copying-path calls in a row with every job on time (and no lost job out) after which a zero-copy backend copies no more."""
@@ -96,7 +106,9 @@ class KVContractHiCacheStorage(HiCacheStorage):
         self._lock = threading.Lock()
         self._job_ids = itertools.count()
         self._results: dict[int, bool] = {}
-        self._lost: dict[int, list[int]] = {}  # copying path only: each lost job and the staging slot it holds until it reports
+        self._lost: dict[
+            int, list[int]
+        ] = {}  # copying path only: each lost job and the staging slot it holds until it reports
         self._counts = dict.fromkeys(_COUNTERS, 0)
         self._interval = new_storage_metrics()
         self._scratch_lock = threading.Lock()
@@ -120,7 +132,9 @@ class KVContractHiCacheStorage(HiCacheStorage):
         page_num = int(mem_pool_host.size) // pool.page_size
         probe = page_table(pool, page_num, staging_pages=1)
         self._options = options = backend_options(self._config.extra_config, probe.row_bytes, probe.regions)
-        table = probe if not probe.staged else page_table(pool, page_num, options.staging_pages or DEFAULT_STAGING_PAGES)
+        table = (
+            probe if not probe.staged else page_table(pool, page_num, options.staging_pages or DEFAULT_STAGING_PAGES)
+        )
         geometry = PoolGeometry(
             layout=pool.layout,
             dtype=str(pool.dtype).removeprefix("torch."),
@@ -142,7 +156,10 @@ class KVContractHiCacheStorage(HiCacheStorage):
         self._scratch = None if scratch is None else int(scratch[0]) // pool.page_size
         _log.info(
             "kvcontract HiCache backend: %s on %s, %s path, identity %s",
-            type(self._tier).__name__, pool.layout, "copying" if table.staged else "zero-copy", self._identity.fingerprint_hex,
+            type(self._tier).__name__,
+            pool.layout,
+            "copying" if table.staged else "zero-copy",
+            self._identity.fingerprint_hex,
         )
 
     def _reserve_staging(self, table: PageTable, pages: int) -> StagingRows | None:
@@ -167,14 +184,18 @@ class KVContractHiCacheStorage(HiCacheStorage):
     def tier(self) -> SecondaryTier:
         """The kvcontract tier serving as storage (after SGLang registered its host pool)."""
         if self._tier is None:
-            raise RuntimeError("KVContractHiCacheStorage: SGLang has not registered its host pool yet (register_mem_pool_host)")
+            raise RuntimeError(
+                "KVContractHiCacheStorage: SGLang has not registered its host pool yet (register_mem_pool_host)"
+            )
         return self._tier
 
     @property
     def identity(self) -> BlockIdentity:
         """The block identity of this rank's pages."""
         if self._identity is None:
-            raise RuntimeError("KVContractHiCacheStorage: SGLang has not registered its host pool yet (register_mem_pool_host)")
+            raise RuntimeError(
+                "KVContractHiCacheStorage: SGLang has not registered its host pool yet (register_mem_pool_host)"
+            )
         return self._identity
 
     @property
@@ -233,11 +254,15 @@ class KVContractHiCacheStorage(HiCacheStorage):
         return self.batch_exists([key]) == 1
 
     @override
-    def batch_get_v1(self, keys: list[str], host_indices: torch.Tensor, extra_info: HiCacheStorageExtraInfo | None = None) -> list[bool]:
+    def batch_get_v1(
+        self, keys: list[str], host_indices: torch.Tensor, extra_info: HiCacheStorageExtraInfo | None = None
+    ) -> list[bool]:
         return self._transfer(keys, self._pages(host_indices, len(keys)), store=False)
 
     @override
-    def batch_set_v1(self, keys: list[str], host_indices: torch.Tensor, extra_info: HiCacheStorageExtraInfo | None = None) -> list[bool]:
+    def batch_set_v1(
+        self, keys: list[str], host_indices: torch.Tensor, extra_info: HiCacheStorageExtraInfo | None = None
+    ) -> list[bool]:
         if not self._config.is_storage_writer:
             return [True] * len(keys)  # MLA: one writer rank stores the page every rank reads
         return self._transfer(keys, self._pages(host_indices, len(keys)), store=True)
@@ -265,7 +290,9 @@ class KVContractHiCacheStorage(HiCacheStorage):
         """The zero-copy path: the tier moves the pages' own rows; a late job is waited out, then the backend copies."""
         jobs = [TierJob(next(self._job_ids), self._keys(key), table.page_rows(page)) for key, page in zip(keys, pages)]
         submitted = [self._submit(job, store) for job in jobs]
-        done, late = self._wait([job for job, ok in zip(jobs, submitted) if ok], time.monotonic() + self._timeout(), lose=False)
+        done, late = self._wait(
+            [job for job, ok in zip(jobs, submitted) if ok], time.monotonic() + self._timeout(), lose=False
+        )
         if late:
             with self._lock:
                 self._copying = self._staging is not None  # with no staging page reserved, zero copy goes on, waiting
@@ -274,7 +301,8 @@ class KVContractHiCacheStorage(HiCacheStorage):
             _log.warning(
                 "kvcontract HiCache backend: %d zero-copy tier jobs did not report within %.1f s; waiting for them (they "
                 "move SGLang's own host pages), then taking the copying path until the tier is on time again",
-                len(late), self._timeout(),
+                len(late),
+                self._timeout(),
             )
             done.update(self._wait_out(late))
         return [ok and done.get(job.job_id, False) for job, ok in zip(jobs, submitted)]
@@ -294,7 +322,10 @@ class KVContractHiCacheStorage(HiCacheStorage):
             if store:
                 for page, slot in zip(round_pages, slots):
                     self._copy_in(table, page, slot)
-            jobs = [TierJob(next(self._job_ids), self._keys(key), slot) for key, slot in zip(keys[at : at + len(slots)], slots)]
+            jobs = [
+                TierJob(next(self._job_ids), self._keys(key), slot)
+                for key, slot in zip(keys[at : at + len(slots)], slots)
+            ]
             submitted = [self._submit(job, store) for job in jobs]
             done, late = self._wait([job for job, ok in zip(jobs, submitted) if ok], deadline, lose=True)
             moved = [ok and done.get(job.job_id, False) for job, ok in zip(jobs, submitted)]
@@ -343,7 +374,10 @@ class KVContractHiCacheStorage(HiCacheStorage):
             self._on_time = self._on_time + 1 if on_time else 0
             if self._copying and self._on_time >= RECOVERY_CALLS and not self._lost:
                 self._copying = False
-                _log.info("kvcontract HiCache backend: the tier was on time for %d calls; back to the zero-copy path", RECOVERY_CALLS)
+                _log.info(
+                    "kvcontract HiCache backend: the tier was on time for %d calls; back to the zero-copy path",
+                    RECOVERY_CALLS,
+                )
 
     def _submit(self, job: TierJob, store: bool) -> bool:
         try:
@@ -376,7 +410,8 @@ class KVContractHiCacheStorage(HiCacheStorage):
                         _log.warning(
                             "kvcontract HiCache backend: %d tier jobs did not report within %.1f s; their pages are misses "
                             "and no new job starts until they report",
-                            len(waiting), self._timeout(),
+                            len(waiting),
+                            self._timeout(),
                         )
                     return done, list(waiting.values())
             time.sleep(_POLL_SECONDS)
@@ -461,12 +496,16 @@ class KVContractHiCacheStorage(HiCacheStorage):
         return target
 
     @override
-    def batch_get(self, keys: list[str], target_locations: Any | None = None, target_sizes: Any | None = None) -> list[torch.Tensor | None]:
+    def batch_get(
+        self, keys: list[str], target_locations: Any | None = None, target_sizes: Any | None = None
+    ) -> list[torch.Tensor | None]:
         targets: Sequence[Any] = target_locations if target_locations is not None else [None] * len(keys)
         return [self.get(key, target) for key, target in zip(keys, targets)]
 
     @override
-    def set(self, key: str, value: Any | None = None, target_location: Any | None = None, target_sizes: Any | None = None) -> bool:
+    def set(
+        self, key: str, value: Any | None = None, target_location: Any | None = None, target_sizes: Any | None = None
+    ) -> bool:
         page = self._scratch_page()
         if page is None or value is None:
             return False
@@ -478,22 +517,35 @@ class KVContractHiCacheStorage(HiCacheStorage):
             return self._transfer([key], [page], store=True)[0]
 
     @override
-    def batch_set(self, keys: list[str], values: Any | None = None, target_locations: Any | None = None, target_sizes: Any | None = None) -> bool:
+    def batch_set(
+        self,
+        keys: list[str],
+        values: Any | None = None,
+        target_locations: Any | None = None,
+        target_sizes: Any | None = None,
+    ) -> bool:
         given: Sequence[Any] = values if values is not None else [None] * len(keys)
         return all(self.set(key, value) for key, value in zip(keys, given))
 
     @override
     def batch_exists_v2(
-        self, keys: list[str], pool_transfers: list[PoolTransfer] | None = None, extra_info: HiCacheStorageExtraInfo | None = None
+        self,
+        keys: list[str],
+        pool_transfers: list[PoolTransfer] | None = None,
+        extra_info: HiCacheStorageExtraInfo | None = None,
     ) -> PoolTransferResult:
         raise NotImplementedError(_V2_REFUSAL)
 
     @override
-    def batch_get_v2(self, transfers: list[PoolTransfer], extra_info: HiCacheStorageExtraInfo | None = None) -> dict[str, list[bool]]:
+    def batch_get_v2(
+        self, transfers: list[PoolTransfer], extra_info: HiCacheStorageExtraInfo | None = None
+    ) -> dict[str, list[bool]]:
         raise NotImplementedError(_V2_REFUSAL)
 
     @override
-    def batch_set_v2(self, transfers: list[PoolTransfer], extra_info: HiCacheStorageExtraInfo | None = None) -> dict[str, list[bool]]:
+    def batch_set_v2(
+        self, transfers: list[PoolTransfer], extra_info: HiCacheStorageExtraInfo | None = None
+    ) -> dict[str, list[bool]]:
         raise NotImplementedError(_V2_REFUSAL)
 
     @override
@@ -512,7 +564,9 @@ class KVContractHiCacheStorage(HiCacheStorage):
         if isinstance(tier, (FileTier, RedisTier, MooncakeTier)):
             checks = tier.stats()
             checksum_failures, identity_mismatches = checks.checksum_failures, checks.identity_mismatches
-        return TierStats("sglang", **counts, checksum_failures=checksum_failures, identity_mismatches=identity_mismatches)
+        return TierStats(
+            "sglang", **counts, checksum_failures=checksum_failures, identity_mismatches=identity_mismatches
+        )
 
     def metrics_source(self) -> Iterator[MetricSample]:
         """kvcontract's metrics of this backend, for :meth:`kvcontract.metrics.MetricsCollector.add` (``tier=sglang``)."""

@@ -94,7 +94,9 @@ _MODEL_FIELDS = frozenset({"preset", "num_layers", "num_kv_heads", "head_dim", "
 
 def _names_a_model(layout: object) -> bool:
     """Whether a raw ``kv_layout`` describes a model (a preset or any shape field), not only block sizes."""
-    return isinstance(layout, str) or (isinstance(layout, dict) and not _MODEL_FIELDS.isdisjoint(cast("dict[str, object]", layout)))
+    return isinstance(layout, str) or (
+        isinstance(layout, dict) and not _MODEL_FIELDS.isdisjoint(cast("dict[str, object]", layout))
+    )
 
 
 def _unknown(key: object) -> str:
@@ -158,7 +160,12 @@ def _fitted_section(
         if isinstance(tiers, list):
             for index, tier in enumerate(cast("list[object]", tiers)):  # the raw list; items checked below
                 if isinstance(tier, dict):
-                    _size_to_blocks(cast("dict[str, object]", tier), chunk_bytes, f"{prefix}manager.secondary.{index}.capacity", problems)
+                    _size_to_blocks(
+                        cast("dict[str, object]", tier),
+                        chunk_bytes,
+                        f"{prefix}manager.secondary.{index}.capacity",
+                        problems,
+                    )
     if problems:
         raise ConfigError(source, problems)
     return raw

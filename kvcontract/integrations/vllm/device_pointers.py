@@ -64,12 +64,20 @@ class DevicePointerMap:
     def gpu_spec(self, pointers: DevicePointers, blocks_per_offload_block: int) -> GPULoadStoreSpec:
         """The contract's GPU side of the job ``pointers`` describe; raises :class:`InvalidDevicePointers` saying why."""
         counts, refs = pointers.group_block_counts, pointers.group_data_ref_counts
-        if len(counts) != len(self._groups) or len(refs) != len(self._groups) or len(pointers.block_indices) != len(counts):
+        if (
+            len(counts) != len(self._groups)
+            or len(refs) != len(self._groups)
+            or len(pointers.block_indices) != len(counts)
+        ):
             raise InvalidDevicePointers(
                 f"{len(counts)} groups of pointers, the worker's KV caches have {len(self._groups)}"
             )
         total = sum(count * len(group.bases) for count, group in zip(counts, self._groups))
-        if tuple(refs) != tuple(len(group.bases) for group in self._groups) or len(pointers.ptrs) != total or len(pointers.sizes) != total:
+        if (
+            tuple(refs) != tuple(len(group.bases) for group in self._groups)
+            or len(pointers.ptrs) != total
+            or len(pointers.sizes) != total
+        ):
             raise InvalidDevicePointers("the pointers' layer references per group do not match the worker's KV caches")
         ids: list[int] = []
         offset = 0
@@ -97,7 +105,9 @@ class DevicePointerMap:
             int(blocks.max()) < group.num_blocks
             and bool((ptrs == (group.bases[:, None] + blocks[None, :] * group.strides[:, None]).ravel()).all())
         ):
-            raise InvalidDevicePointers(f"group {number}: a pointer is not the start of a block of the worker's KV caches")
+            raise InvalidDevicePointers(
+                f"group {number}: a pointer is not the start of a block of the worker's KV caches"
+            )
         if not bool((sizes == np.repeat(group.page_bytes, count)).all()):
             raise InvalidDevicePointers(f"group {number}: a pointer's size is not its layer's page")
         block_ids: list[int] = blocks.tolist()

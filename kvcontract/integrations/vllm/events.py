@@ -51,7 +51,12 @@ def as_vllm_events(
         keys = as_vllm_keys(event.keys)
         stored = not event.removed
         vllm_event = VLLMOffloadingEvent(
-            keys=keys, medium=medium, removed=event.removed, locality=locality, ownership=ownership, removal_expected=stored
+            keys=keys,
+            medium=medium,
+            removed=event.removed,
+            locality=locality,
+            ownership=ownership,
+            removal_expected=stored,
         )
         if _CARRIES_REQUEST and stored and keys:
             vllm_event.req_context = stored_by.get(keys[0])

@@ -59,7 +59,15 @@ def vllm_identity(config: OffloadingConfig, kvcontract: KVContractConfig, block_
         namespace=named.namespace,
         layout_details=(
             ("engine", "vllm"),
-            ("groups", ";".join(_group(group.group_id, group.tokens_per_block, group.layer_names, group.sliding_window_size_in_chunks) for group in groups)),
+            (
+                "groups",
+                ";".join(
+                    _group(
+                        group.group_id, group.tokens_per_block, group.layer_names, group.sliding_window_size_in_chunks
+                    )
+                    for group in groups
+                ),
+            ),
             ("worker_kv_bytes_per_block", str(config.worker_kv_bytes_per_block)),
             ("tokens_per_hash", str(config.cache.tokens_per_hash)),
             ("world_size", str(parallel.world_size)),

@@ -75,7 +75,9 @@ def tier_config(
     own config sets the block identity's model, layout and ranks (:func:`vllm_identity`).
     """
     if not isinstance(tier, Mapping):
-        raise ConfigError(source, ['tier: give a kvcontract tier config, e.g. {"kind": "file", "path": ..., "capacity": ...}'])
+        raise ConfigError(
+            source, ['tier: give a kvcontract tier config, e.g. {"kind": "file", "path": ..., "capacity": ...}']
+        )
     fields = {str(key): value for key, value in cast("Mapping[object, object]", tier).items()}  # checked: a mapping
     if "capacity" in fields:
         try:
@@ -90,7 +92,9 @@ def tier_config(
     try:
         config = load_config(base=base)
     except ConfigError as error:
-        raise ConfigError(source, [problem.replace("manager.secondary.0.", "tier.") for problem in error.problems]) from None
+        raise ConfigError(
+            source, [problem.replace("manager.secondary.0.", "tier.") for problem in error.problems]
+        ) from None
     return config
 
 
@@ -112,7 +116,11 @@ class KVContractSecondaryTier(SecondaryTierManager):
         unknown = sorted(key for key in options if key not in _OPTIONS)
         if unknown:
             raise ConfigError(
-                "secondary_tiers", [f"{key}: unknown key; known: type, module_path, backpressure, tier, kv_layout, identity, locality" for key in unknown]
+                "secondary_tiers",
+                [
+                    f"{key}: unknown key; known: type, module_path, backpressure, tier, kv_layout, identity, locality"
+                    for key in unknown
+                ],
             )
         locality = options.get("locality")
         self.locality: Locality | None = Locality(str(locality).upper()) if locality is not None else Locality.LOCAL

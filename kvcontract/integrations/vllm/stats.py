@@ -65,4 +65,3 @@ class StatsReporter:
                 out.increase_counter(name, sample.value - before, labels)
                 self._last[name, labels] = sample.value
         return out
-

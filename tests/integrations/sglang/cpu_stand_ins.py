@@ -85,12 +85,17 @@ def install_stand_ins() -> None:
 def _register_nothing(buffer: torch.Tensor, registration_granularity_bytes: int | None = None) -> None:
     """``cudaHostRegister`` without a GPU: no range is registered, so the pool's teardown unregisters none."""
     del registration_granularity_bytes
-    setattr(buffer, importlib.import_module("sglang.srt.mem_cache.pool_host.common")._CUDA_HOST_REGISTERED_RANGES_ATTR, [])
+    setattr(
+        buffer, importlib.import_module("sglang.srt.mem_cache.pool_host.common")._CUDA_HOST_REGISTERED_RANGES_ATTR, []
+    )
 
 
 def _token_rows(
-    src_layers: Sequence[torch.Tensor], dst_layers: Sequence[torch.Tensor],
-    src_indices: torch.Tensor, dst_indices: torch.Tensor, page_size: int,
+    src_layers: Sequence[torch.Tensor],
+    dst_layers: Sequence[torch.Tensor],
+    src_indices: torch.Tensor,
+    dst_indices: torch.Tensor,
+    page_size: int,
 ) -> None:
     """``transfer_kv_direct``: token rows of each source layer into the same rows of its destination layer."""
     del page_size
@@ -99,8 +104,11 @@ def _token_rows(
 
 
 def _all_layers_device_to_host(
-    src_ptrs: Sequence[torch.Tensor], dst_ptrs: Sequence[torch.Tensor],
-    src_indices: torch.Tensor, dst_indices: torch.Tensor, page_size: int,
+    src_ptrs: Sequence[torch.Tensor],
+    dst_ptrs: Sequence[torch.Tensor],
+    src_indices: torch.Tensor,
+    dst_indices: torch.Tensor,
+    page_size: int,
 ) -> None:
     """``transfer_kv_all_layer_direct_lf_pf``: each layer's device rows (K layers, then V; MLA: its one buffer's) into the page-first host buffers."""
     layers = len(src_ptrs) // len(dst_ptrs)
@@ -111,8 +119,12 @@ def _all_layers_device_to_host(
 
 
 def _one_layer_host_to_device(
-    src_ptrs: Sequence[torch.Tensor], dst_ptrs: Sequence[torch.Tensor],
-    src_indices: torch.Tensor, dst_indices: torch.Tensor, layer_id: int, page_size: int,
+    src_ptrs: Sequence[torch.Tensor],
+    dst_ptrs: Sequence[torch.Tensor],
+    src_indices: torch.Tensor,
+    dst_indices: torch.Tensor,
+    layer_id: int,
+    page_size: int,
 ) -> None:
     """``transfer_kv_per_layer_direct_pf_lf``: one layer of the page-first host buffers into that layer's device rows."""
     pages, rows = src_indices // page_size, src_indices % page_size

@@ -37,12 +37,27 @@ def mha_pool(layout: str, *, dtype: torch.dtype = torch.bfloat16, layers: int = 
     v = tuple(torch.zeros(DEVICE_TOKENS, heads, HEAD_DIM, dtype=dtype) for _ in range(layers))
     pointers = [torch.tensor([t.data_ptr() for t in side], dtype=torch.uint64) for side in (k, v)]
     info = _pools.MHABufferInfo(
-        buffers=_pools.KVBuffers(k=k, v=v, k_data_ptrs=pointers[0], v_data_ptrs=pointers[1], layout=_pools.KVBufferLayout.NHD),
-        page_size=PAGE, head_num=heads, head_dim=HEAD_DIM, v_head_dim=HEAD_DIM, dtype=dtype, device=torch.device("cpu"),
+        buffers=_pools.KVBuffers(
+            k=k, v=v, k_data_ptrs=pointers[0], v_data_ptrs=pointers[1], layout=_pools.KVBufferLayout.NHD
+        ),
+        page_size=PAGE,
+        head_num=heads,
+        head_dim=HEAD_DIM,
+        v_head_dim=HEAD_DIM,
+        dtype=dtype,
+        device=torch.device("cpu"),
     )
     return _mha.MHATokenToKVPoolHost(
-        info, 2.0, 0, PAGE, layout, pin_memory=False, device="cpu",
-        device_capacity_tokens=DEVICE_TOKENS, start_layer=0, end_layer=layers - 1,
+        info,
+        2.0,
+        0,
+        PAGE,
+        layout,
+        pin_memory=False,
+        device="cpu",
+        device_capacity_tokens=DEVICE_TOKENS,
+        start_layer=0,
+        end_layer=layers - 1,
     )
 
 
@@ -51,13 +66,29 @@ def mla_pool(layout: str) -> Any:
     lora, rope = 16, 8
     buffers = tuple(torch.zeros(DEVICE_TOKENS, 1, lora + rope, dtype=torch.bfloat16) for _ in range(LAYERS))
     info = _pools.MLABufferInfo(
-        buffers=buffers, data_ptrs=torch.tensor([t.data_ptr() for t in buffers], dtype=torch.uint64),
-        layer_indices=tuple(range(LAYERS)), device_layer_num=LAYERS, page_size=PAGE, kv_lora_rank=lora,
-        qk_rope_head_dim=rope, kv_cache_dim=lora + rope, dtype=torch.bfloat16, device=torch.device("cpu"),
+        buffers=buffers,
+        data_ptrs=torch.tensor([t.data_ptr() for t in buffers], dtype=torch.uint64),
+        layer_indices=tuple(range(LAYERS)),
+        device_layer_num=LAYERS,
+        page_size=PAGE,
+        kv_lora_rank=lora,
+        qk_rope_head_dim=rope,
+        kv_cache_dim=lora + rope,
+        dtype=torch.bfloat16,
+        device=torch.device("cpu"),
     )
     return _mla.MLATokenToKVPoolHost(
-        info, 2.0, 0, PAGE, layout, pin_memory=False, device="cpu",
-        device_capacity_tokens=DEVICE_TOKENS, start_layer=0, end_layer=LAYERS - 1, target_layer_num=LAYERS,
+        info,
+        2.0,
+        0,
+        PAGE,
+        layout,
+        pin_memory=False,
+        device="cpu",
+        device_capacity_tokens=DEVICE_TOKENS,
+        start_layer=0,
+        end_layer=LAYERS - 1,
+        target_layer_num=LAYERS,
     )
 
 
@@ -68,17 +99,41 @@ def mla_split_pool(*, indexer: bool = False, dcp_size: int = 1) -> Any:
     v = torch.zeros(LAYERS, DEVICE_TOKENS, 1, rope, dtype=torch.bfloat16)
     index_k = torch.zeros(1, DEVICE_TOKENS, 1, index_width, dtype=torch.bfloat16) if indexer else None
     split = _pools.MLASplitBuffers(
-        k=k, v=v, index_k=index_k, index_scales=None, index_layer_indices=(LAYERS - 1,) if indexer else (),
-        k_width=lora, v_width=rope, index_width=index_width if indexer else 0,
+        k=k,
+        v=v,
+        index_k=index_k,
+        index_scales=None,
+        index_layer_indices=(LAYERS - 1,) if indexer else (),
+        k_width=lora,
+        v_width=rope,
+        index_width=index_width if indexer else 0,
     )
     info = _pools.MLABufferInfo(
-        buffers=split, data_ptrs=None, layer_indices=tuple(range(LAYERS)), device_layer_num=LAYERS, page_size=PAGE,
-        kv_lora_rank=lora, qk_rope_head_dim=rope, kv_cache_dim=lora + rope, dtype=torch.bfloat16, device=torch.device("cpu"),
+        buffers=split,
+        data_ptrs=None,
+        layer_indices=tuple(range(LAYERS)),
+        device_layer_num=LAYERS,
+        page_size=PAGE,
+        kv_lora_rank=lora,
+        qk_rope_head_dim=rope,
+        kv_cache_dim=lora + rope,
+        dtype=torch.bfloat16,
+        device=torch.device("cpu"),
     )
     return _mla.MLATokenToKVPoolHost(
-        info, 2.0, 0, PAGE, "page_first_kv_split", pin_memory=False, device="cpu",
-        device_capacity_tokens=DEVICE_TOKENS, start_layer=0, end_layer=LAYERS - 1, target_layer_num=LAYERS,
-        dcp_size=dcp_size, dcp_rank=0,
+        info,
+        2.0,
+        0,
+        PAGE,
+        "page_first_kv_split",
+        pin_memory=False,
+        device="cpu",
+        device_capacity_tokens=DEVICE_TOKENS,
+        start_layer=0,
+        end_layer=LAYERS - 1,
+        target_layer_num=LAYERS,
+        dcp_size=dcp_size,
+        dcp_rank=0,
     )
 
 
@@ -99,17 +154,39 @@ def fill_split_random(pool: Any, seed: int) -> None:
 
 
 def storage_config(
-    root: Path, *, layout: str = "page_first", model: str = "org/model", tp_rank: int = 0, tp_size: int = 1,
-    mla: bool = False, extra: dict[str, object] | None = None, tier: dict[str, object] | None = None,
+    root: Path,
+    *,
+    layout: str = "page_first",
+    model: str = "org/model",
+    tp_rank: int = 0,
+    tp_size: int = 1,
+    mla: bool = False,
+    extra: dict[str, object] | None = None,
+    tier: dict[str, object] | None = None,
 ) -> HiCacheStorageConfig:
     """SGLang's storage config as its controller builds it, with the dynamic backend's extra config naming kvcontract."""
-    section: dict[str, object] = {"tier": tier or {"kind": "file", "path": str(root), "capacity": "4MiB"}, "timeout_seconds": 5}
+    section: dict[str, object] = {
+        "tier": tier or {"kind": "file", "path": str(root), "capacity": "4MiB"},
+        "timeout_seconds": 5,
+    }
     config: HiCacheStorageConfig = importlib.import_module("sglang.srt.mem_cache.hicache_storage").HiCacheStorageConfig(
-        tp_rank=tp_rank, tp_size=tp_size, pp_rank=0, pp_size=1, attn_cp_rank=0, attn_cp_size=1,
-        is_mla_model=mla, enable_storage_metrics=True, is_page_first_layout=layout == "page_first", model_name=model,
+        tp_rank=tp_rank,
+        tp_size=tp_size,
+        pp_rank=0,
+        pp_size=1,
+        attn_cp_rank=0,
+        attn_cp_size=1,
+        is_mla_model=mla,
+        enable_storage_metrics=True,
+        is_page_first_layout=layout == "page_first",
+        model_name=model,
         extra_config={
-            "backend_name": "kvcontract", "module_path": "kvcontract.integrations.sglang",
-            "class_name": "KVContractHiCacheStorage", "interface_v1": 1, "kvcontract": section, **(extra or {}),
+            "backend_name": "kvcontract",
+            "module_path": "kvcontract.integrations.sglang",
+            "class_name": "KVContractHiCacheStorage",
+            "interface_v1": 1,
+            "kvcontract": section,
+            **(extra or {}),
         },
     )
     return config

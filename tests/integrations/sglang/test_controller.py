@@ -51,16 +51,34 @@ def _controller_on(root: Path, layout: str, model: str = "org/model") -> Any:
     allocator = _paged.PagedTokenToKVPoolAllocator(TOKENS, PAGE, torch.bfloat16, "cpu", device, False)
     info = device.get_device_pool_infos()[0].buffer_info
     host = _mha.MHATokenToKVPoolHost(
-        info, 2.0, 0, PAGE, layout, pin_memory=False, device="cpu", device_capacity_tokens=TOKENS, start_layer=0, end_layer=1
+        info,
+        2.0,
+        0,
+        PAGE,
+        layout,
+        pin_memory=False,
+        device="cpu",
+        device_capacity_tokens=TOKENS,
+        start_layer=0,
+        end_layer=1,
     )
     extra = {
-        "backend_name": "kvcontract", "module_path": "kvcontract.integrations.sglang",
-        "class_name": "KVContractHiCacheStorage", "interface_v1": 1,
+        "backend_name": "kvcontract",
+        "module_path": "kvcontract.integrations.sglang",
+        "class_name": "KVContractHiCacheStorage",
+        "interface_v1": 1,
         "kvcontract": {"tier": {"kind": "file", "path": str(root), "capacity": "4MiB"}},
     }
     return _controller.HiCacheController(
-        allocator, host, PAGE, dist.group.WORLD, threading.Event(), io_backend="direct",
-        storage_backend="dynamic", model_name=model, storage_backend_extra_config=extra,
+        allocator,
+        host,
+        PAGE,
+        dist.group.WORLD,
+        threading.Event(),
+        io_backend="direct",
+        storage_backend="dynamic",
+        model_name=model,
+        storage_backend_extra_config=extra,
     )
 
 
@@ -150,7 +168,9 @@ def test_a_tier_stopped_under_the_controller_costs_no_wrong_byte_and_no_hang(tmp
         assert landed is None or operation.completed_tokens == 0  # the stopped tier loads nothing...
         assert torch.equal(before.view(torch.uint8), host.kv_buffer.view(torch.uint8))  # ...and writes no byte
         fresh = list(range(PAGE))
-        controller.write_storage(host.alloc(PAGE), fresh, hash_value=_utils.get_storage_hash_str(fresh, None, page_size=PAGE))
+        controller.write_storage(
+            host.alloc(PAGE), fresh, hash_value=_utils.get_storage_hash_str(fresh, None, page_size=PAGE)
+        )
         assert controller.ack_backup_queue.get(timeout=WAIT).completed_tokens == 0
 
 
@@ -175,7 +195,11 @@ def test_a_controller_in_another_process_prefetches_the_first_ones_pages_byte_ex
     start = 5000
     written = subprocess.run(
         [sys.executable, "-c", _WRITER_PROCESS, str(tmp_path / "tier"), str(tmp_path / "rendezvous"), str(start)],
-        cwd=root, capture_output=True, text=True, check=True, timeout=300,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
     ).stdout.split()
     tokens = list(range(start, start + 4 * PAGE))
     with _attached(tmp_path / "tier") as reader:

@@ -78,7 +78,9 @@ class _GatedTier(SecondaryTier):
 
 def _backend(pool: Any, root: Path, layout: str = "page_first") -> KVContractHiCacheStorage:
     tier = {"kind": "file", "path": str(root), "capacity": 256}
-    return backend(pool, storage_config(root, layout=layout, extra={"kvcontract": {"tier": tier, "timeout_seconds": TIMEOUT}}))
+    return backend(
+        pool, storage_config(root, layout=layout, extra={"kvcontract": {"tier": tier, "timeout_seconds": TIMEOUT}})
+    )
 
 
 def _gate(store: KVContractHiCacheStorage, *, opens_after: float | None = None) -> _GatedTier:
@@ -102,7 +104,9 @@ def _refill(pool: Any, indices: torch.Tensor, seed: int) -> None:
     generator = torch.Generator().manual_seed(seed)
     for start in range(0, len(indices), PAGE):
         page = pool.get_dummy_flat_data_page()
-        page.view(torch.uint8).copy_(torch.randint(0, 256, (page.numel() * page.element_size(),), dtype=torch.uint8, generator=generator))
+        page.view(torch.uint8).copy_(
+            torch.randint(0, 256, (page.numel() * page.element_size(),), dtype=torch.uint8, generator=generator)
+        )
         pool.set_from_flat_data_page(int(indices[start]), page)
 
 
@@ -179,7 +183,9 @@ def test_a_late_zero_copy_store_keeps_the_bytes_of_the_call_not_what_sglang_writ
     assert _reads_back(tmp_path, keys) == expected
 
 
-def test_after_a_late_job_a_stalled_load_is_a_miss_at_the_timeout_and_touches_only_staging_pages(tmp_path: Path) -> None:
+def test_after_a_late_job_a_stalled_load_is_a_miss_at_the_timeout_and_touches_only_staging_pages(
+    tmp_path: Path,
+) -> None:
     pool, store, keys, _, _ = _degraded(tmp_path)
     gated = _gate(store)
     targets = pool.alloc(3 * PAGE)
@@ -246,7 +252,9 @@ def test_a_late_call_on_the_copying_path_resets_the_recovery_count(tmp_path: Pat
 
 
 @pytest.mark.parametrize("layout", ["layer_first"])
-def test_the_copying_layouts_lose_a_stalled_job_at_the_timeout_and_fence_until_it_reports(tmp_path: Path, layout: str) -> None:
+def test_the_copying_layouts_lose_a_stalled_job_at_the_timeout_and_fence_until_it_reports(
+    tmp_path: Path, layout: str
+) -> None:
     pool = mha_pool(layout)
     store = _backend(pool, tmp_path, layout)
     gated = _gate(store)

@@ -59,34 +59,56 @@ class _Engine:
 
     def __init__(self, root: Path, layout: str, mla: bool) -> None:
         extra = {
-            "backend_name": "kvcontract", "module_path": "kvcontract.integrations.sglang",
-            "class_name": "KVContractHiCacheStorage", "interface_v1": 1, "prefetch_threshold": 1,
+            "backend_name": "kvcontract",
+            "module_path": "kvcontract.integrations.sglang",
+            "class_name": "KVContractHiCacheStorage",
+            "interface_v1": 1,
+            "prefetch_threshold": 1,
             "kvcontract": {"tier": {"kind": "file", "path": str(root), "capacity": "4MiB"}},
         }
         args = _server_args.ServerArgs(
-            model_path="dummy", page_size=PAGE, hicache_io_backend="direct", hicache_write_policy="write_through",
-            hicache_mem_layout=layout, hicache_storage_backend="dynamic",
+            model_path="dummy",
+            page_size=PAGE,
+            hicache_io_backend="direct",
+            hicache_write_policy="write_through",
+            hicache_mem_layout=layout,
+            hicache_storage_backend="dynamic",
             hicache_storage_backend_extra_config=json.dumps(extra),
         )
         _server_args.set_global_server_args_for_scheduler(args)
         requests = _memory.ReqToTokenPool(size=4, max_context_len=256, device="cpu", enable_memory_saver=False)
         if mla:
             self.device = _memory.MLATokenToKVPool(
-                size=DEVICE_TOKENS, page_size=PAGE, dtype=torch.bfloat16, kv_lora_rank=16, qk_rope_head_dim=8,
-                layer_num=LAYERS, device="cpu", enable_memory_saver=False,
+                size=DEVICE_TOKENS,
+                page_size=PAGE,
+                dtype=torch.bfloat16,
+                kv_lora_rank=16,
+                qk_rope_head_dim=8,
+                layer_num=LAYERS,
+                device="cpu",
+                enable_memory_saver=False,
             )
             self.sides: tuple[list[torch.Tensor], ...] = (self.device.kv_buffer,)
         else:
             self.device = _memory.MHATokenToKVPool(
-                size=DEVICE_TOKENS, page_size=PAGE, dtype=torch.bfloat16, head_num=HEADS, head_dim=HEAD_DIM,
-                layer_num=LAYERS, device="cpu", enable_memory_saver=False,
+                size=DEVICE_TOKENS,
+                page_size=PAGE,
+                dtype=torch.bfloat16,
+                head_num=HEADS,
+                head_dim=HEAD_DIM,
+                layer_num=LAYERS,
+                device="cpu",
+                enable_memory_saver=False,
             )
             self.sides = (self.device.k_buffer, self.device.v_buffer)
         self.allocator = _allocator.TokenToKVPoolAllocator(
             size=DEVICE_TOKENS, dtype=torch.bfloat16, device="cpu", kvcache=self.device, need_sort=False
         )
         params = _init.CacheInitParams(
-            req_to_token_pool=requests, token_to_kv_pool_allocator=self.allocator, page_size=PAGE, disable=False,
+            req_to_token_pool=requests,
+            token_to_kv_pool_allocator=self.allocator,
+            page_size=PAGE,
+            disable=False,
             tree_components=(_components.ComponentType.FULL,),
         )
         self.cache = _unified.UnifiedRadixCache(params=params)
@@ -177,7 +199,9 @@ def test_a_fresh_cache_prefetches_from_storage_what_another_wrote_through_and_ev
         pages = writer.finish_request(second, seed=2)  # shares the first's prefix pages on the device
         writer.settle()
         for tokens in (first, second):
-            assert backend.batch_exists(_utils.get_storage_hash_str(tokens, None, page_size=PAGE)) == len(tokens) // PAGE
+            assert (
+                backend.batch_exists(_utils.get_storage_hash_str(tokens, None, page_size=PAGE)) == len(tokens) // PAGE
+            )
         total = len(shared) + 2 * OWN_PAGES * PAGE
         assert writer.cache.evict(_base.EvictParams(num_tokens=total)).num_tokens_evicted == total
         assert writer.cache.evict_host(total) == total

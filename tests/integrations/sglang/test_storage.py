@@ -33,7 +33,9 @@ from tests.integrations.sglang.support import (
 ZERO_COPY = {"layer_first": False, "page_first": True, "page_first_direct": True, "page_head": True}
 
 
-def _stored(pool: Any, root: Path, layout: str, *, mla: bool = False, pages: int = 3, name: str = "req") -> tuple[Any, list[str], torch.Tensor, list[bytes]]:
+def _stored(
+    pool: Any, root: Path, layout: str, *, mla: bool = False, pages: int = 3, name: str = "req"
+) -> tuple[Any, list[str], torch.Tensor, list[bytes]]:
     store = backend(pool, storage_config(root, layout=layout, mla=mla))
     indices = pool.alloc(pages * PAGE)
     fill_random(pool, seed=7)
@@ -60,7 +62,9 @@ def test_mla_pages_round_trip_and_one_writer(tmp_path: Path, layout: str) -> Non
     assert store.zero_copy is ZERO_COPY[layout]
     reader_pool = mla_pool(layout)
     reader = backend(reader_pool, storage_config(tmp_path, layout=layout, mla=True, tp_rank=1, tp_size=2))
-    assert reader.batch_set_v1(keys_for("other", 1), reader_pool.alloc(PAGE)) == [True]  # not the writer: stores nothing
+    assert reader.batch_set_v1(keys_for("other", 1), reader_pool.alloc(PAGE)) == [
+        True
+    ]  # not the writer: stores nothing
     assert reader.batch_exists(keys_for("other", 1)) == 0
     targets = reader_pool.alloc(3 * PAGE)
     assert reader.batch_exists(keys) == 3  # MLA's KV is every rank's: rank 1 reads rank 0's pages
@@ -138,7 +142,9 @@ def test_a_second_instance_in_another_process_gets_the_first_ones_pages_byte_exa
 
 
 @pytest.mark.parametrize(
-    "other", [{"model": "org/other-model"}, {"tp_rank": 1, "tp_size": 2}, {"layout": "page_head"}], ids=["model", "tp-rank", "layout"]
+    "other",
+    [{"model": "org/other-model"}, {"tp_rank": 1, "tp_size": 2}, {"layout": "page_head"}],
+    ids=["model", "tp-rank", "layout"],
 )
 def test_another_model_rank_or_layout_gets_none(tmp_path: Path, other: dict[str, Any]) -> None:
     pool = mha_pool("page_first")
@@ -185,7 +191,9 @@ def test_the_old_calls_move_whole_flat_pages(tmp_path: Path) -> None:
     target = pool.get_dummy_flat_data_page()
     got = store.get("k1", target)
     assert got is not None and torch.equal(got.view(torch.uint8), value.view(torch.uint8))
-    assert store.batch_get(["k2", "nope"], [pool.get_dummy_flat_data_page(), pool.get_dummy_flat_data_page()])[1] is None
+    assert (
+        store.batch_get(["k2", "nope"], [pool.get_dummy_flat_data_page(), pool.get_dummy_flat_data_page()])[1] is None
+    )
 
 
 def test_metrics_reach_sglang_and_kvcontract(tmp_path: Path) -> None:
@@ -224,7 +232,10 @@ def test_a_capacity_counts_pages_whatever_the_path(tmp_path: Path, layout: str, 
     pool = mha_pool(layout)
     page = len(page_bytes(pool, 0))
     for capacity in (f"{5 * page}B", 5):
-        store = backend(pool, storage_config(tmp_path, layout=layout, tier={"kind": "file", "path": str(tmp_path), "capacity": capacity}))
+        store = backend(
+            pool,
+            storage_config(tmp_path, layout=layout, tier={"kind": "file", "path": str(tmp_path), "capacity": capacity}),
+        )
         assert isinstance(store.tier, FileTier) and store.tier.capacity == 5 * blocks_per_page
         store.close()
 
@@ -255,10 +266,14 @@ def test_page_unified_pages_round_trip_in_place_and_write_only_their_pages(tmp_p
 
 
 @pytest.mark.parametrize("indexer", [False, True])
-def test_page_first_kv_split_round_trips_byte_exact_through_the_backends_own_copies(tmp_path: Path, indexer: bool) -> None:
+def test_page_first_kv_split_round_trips_byte_exact_through_the_backends_own_copies(
+    tmp_path: Path, indexer: bool
+) -> None:
     pool = mla_split_pool(indexer=indexer)
     with pytest.raises(ValueError, match="Unsupported layout"):
-        pool.get_data_page(0)  # SGLang gives the layout no page copy: the backend gathers the regions its metadata names
+        pool.get_data_page(
+            0
+        )  # SGLang gives the layout no page copy: the backend gathers the regions its metadata names
     store = backend(pool, storage_config(tmp_path, layout="page_first_kv_split", mla=True))
     assert not store.zero_copy
     indices = pool.alloc(3 * PAGE)

@@ -140,7 +140,9 @@ def vllm_config(
     return config
 
 
-def offloading_config(extra_config: Mapping[str, Any], *, blocks_per_chunk: int = 1, events: bool = False) -> OffloadingConfig:
+def offloading_config(
+    extra_config: Mapping[str, Any], *, blocks_per_chunk: int = 1, events: bool = False
+) -> OffloadingConfig:
     """vLLM's offloading config as its connector derives it for :func:`kv_cache_config` on one worker."""
     return OffloadingConfig(
         groups=(OffloadingGroupConfig(tokens_per_block=BLOCK_TOKENS, layer_names=LAYERS, group_id=0),),
@@ -314,7 +316,9 @@ def runner_output(running: list[str], connector_output: KVConnectorOutput) -> Mo
     """What the model runner returns for one step: a fixed token per running request."""
     make = _runner_output_type()
     index = {"req_id_to_index": {request_id: i for i, request_id in enumerate(running)}} if not VLLM_0_34 else {}
-    return make(req_ids=running, sampled_token_ids=[[7] for _ in running], kv_connector_output=connector_output, **index)
+    return make(
+        req_ids=running, sampled_token_ids=[[7] for _ in running], kv_connector_output=connector_output, **index
+    )
 
 
 def _gpu_blocks(spec: VLLMLoadStoreSpec) -> list[int]:
@@ -325,7 +329,8 @@ def _gpu_blocks(spec: VLLMLoadStoreSpec) -> list[int]:
 
 def _all_done(jobs: set[int], recving: set[str]) -> KVConnectorOutput:
     return KVConnectorOutput(
-        finished_recving=recving, kv_connector_worker_meta=OffloadingWorkerMetadata(completed_jobs=dict.fromkeys(jobs, 1))
+        finished_recving=recving,
+        kv_connector_worker_meta=OffloadingWorkerMetadata(completed_jobs=dict.fromkeys(jobs, 1)),
     )
 
 
@@ -342,7 +347,9 @@ def _run_jobs(connector: OffloadingConnector, meta: OffloadingConnectorMetadata)
     assert worker is not None
     worker.start_kv_transfers(meta)
     worker.prepare_store_kv(meta)
-    worker.start_kv_transfers(OffloadingConnectorMetadata(load_jobs={}, store_jobs={}))  # the next step submits the stores
+    worker.start_kv_transfers(
+        OffloadingConnectorMetadata(load_jobs={}, store_jobs={})
+    )  # the next step submits the stores
     jobs = set(meta.load_jobs) | set(meta.store_jobs)
     done = OffloadingWorkerMetadata()
     deadline = time.monotonic() + _JOB_WAIT_S

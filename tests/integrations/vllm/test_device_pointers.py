@@ -38,7 +38,12 @@ PAGES = (256, 256, 96)
 @pytest.fixture(
     params=[
         "cpu",
-        pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (tools/device_check.sh)")),
+        pytest.param(
+            "cuda",
+            marks=pytest.mark.skipif(
+                not torch.cuda.is_available(), reason="needs a CUDA device (tools/device_check.sh)"
+            ),
+        ),
     ]
 )
 def caches(request: pytest.FixtureRequest) -> CanonicalKVCaches:

@@ -26,7 +26,9 @@ create_secondary_tier: Callable[[dict[str, object], memoryview, OffloadingSpec],
 )
 
 
-def engine(*, model: str = "tiny-llama", dtype: str = "float16", rank: int = 0, world_size: int = 1) -> OffloadingConfig:
+def engine(
+    *, model: str = "tiny-llama", dtype: str = "float16", rank: int = 0, world_size: int = 1
+) -> OffloadingConfig:
     """vLLM's offloading config of one engine (worker ``rank`` of ``world_size`` tensor-parallel workers)."""
     config = offloading_config({**SPEC_PATH, "cpu_bytes_to_use": CHUNKS * CHUNK_BYTES})
     parallel = dataclasses.replace(config.parallel, rank=rank, world_size=world_size, tp_size=world_size)
@@ -116,7 +118,12 @@ def test_two_vllm_engines_on_one_storage_share_nothing_and_each_restart_reuses_i
     tier: dict[str, object] = (
         {"kind": "file", "path": str(tmp_path / "shared"), "capacity": CHUNKS}
         if kind == "file"
-        else {"kind": "redis", "url": request.getfixturevalue("redis_url"), "namespace": f"identity-{pair}", "io_threads": 2}
+        else {
+            "kind": "redis",
+            "url": request.getfixturevalue("redis_url"),
+            "namespace": f"identity-{pair}",
+            "io_threads": 2,
+        }
     )
     first_engine, second_engine = OTHER_ENGINES[pair]
     first_config, second_config = first_engine(), second_engine()

@@ -31,7 +31,9 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server.stop()
 
 
-def test_a_block_evicted_from_host_memory_is_promoted_back_from_redis_byte_exact(redis_url: str, tmp_path: Path) -> None:
+def test_a_block_evicted_from_host_memory_is_promoted_back_from_redis_byte_exact(
+    redis_url: str, tmp_path: Path
+) -> None:
     kvcontract = {
         "kv_layout": {"num_layers": 2, "num_kv_heads": 2, "head_dim": 16, "dtype": "float16"},
         "manager": {

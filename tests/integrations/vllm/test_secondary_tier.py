@@ -57,12 +57,17 @@ def finished(tier: KVContractSecondaryTier, job_id: int) -> JobResult:
 
 
 def job(job_id: int, job_keys: list[OffloadKey], chunks: list[int]) -> TransferJob:
-    return TransferJob(job_id, job_keys, np.array(chunks, dtype=np.int64), is_promotion=False, req_context=ReqContext("r"))
+    return TransferJob(
+        job_id, job_keys, np.array(chunks, dtype=np.int64), is_promotion=False, req_context=ReqContext("r")
+    )
 
 
 def test_store_then_load_through_vllm_tier_calls(tmp_path: Path) -> None:
     primary = np.random.default_rng(0).integers(0, 256, (CHUNKS, CHUNK_BYTES), dtype=np.uint8)
-    tier = make_tier(primary, tier={"kind": "file", "path": str(tmp_path / "tier"), "capacity": f"{2 * CHUNK_BYTES}B", "enable_events": True})
+    tier = make_tier(
+        primary,
+        tier={"kind": "file", "path": str(tmp_path / "tier"), "capacity": f"{2 * CHUNK_BYTES}B", "enable_events": True},
+    )
     try:
         assert isinstance(tier.tier, FileTier) and tier.tier.capacity == 2
         assert tier.config_info() == {"kvcontract_tier": "file", "kvcontract_tier_capacity_blocks": 2}

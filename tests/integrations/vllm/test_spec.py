@@ -75,13 +75,17 @@ def test_reuse_admission_from_the_kvcontract_config() -> None:
     ],
     ids=["cpu-events-off", "tiering"],
 )
-def test_vllm_publishing_events_turns_the_primary_managers_events_on_in_its_one_validation(kvcontract: dict[str, object]) -> None:
+def test_vllm_publishing_events_turns_the_primary_managers_events_on_in_its_one_validation(
+    kvcontract: dict[str, object],
+) -> None:
     spec = spec_of(offloading_config({**SPEC_PATH, "kvcontract": kvcontract}, events=True))
     assert spec.kvcontract_config.primary.enable_events
 
 
 def test_events_and_stats_in_vllm_types() -> None:
-    manager = spec_of(offloading_config({**SPEC_PATH, "kvcontract": {"manager": {"capacity": 4}}}, events=True)).get_manager()
+    manager = spec_of(
+        offloading_config({**SPEC_PATH, "kvcontract": {"manager": {"capacity": 4}}}, events=True)
+    ).get_manager()
     first, second = ReqContext("first"), ReqContext("second")
     for context, keys in ((first, KEYS[:4]), (second, KEYS[4:6])):
         manager.on_new_request(context)
@@ -96,7 +100,11 @@ def test_events_and_stats_in_vllm_types() -> None:
         (Medium.CPU, False, 2),
     ]
     assert set(events[1].keys) == set(KEYS[2:4])  # the first request's last blocks: its first is most recent
-    assert [event.removal_expected for event in events] == [True, False, True]  # a stored block is reported when dropped
+    assert [event.removal_expected for event in events] == [
+        True,
+        False,
+        True,
+    ]  # a stored block is reported when dropped
     if VLLM_0_34:
         assert [event.req_context for event in events] == [first, None, second]  # the request that stored them
     reduced = manager.get_stats().reduce()
@@ -155,7 +163,9 @@ def test_a_config_file_layout_that_is_not_vllms_model_is_one_error_naming_both(t
     with pytest.raises(ConfigError) as raised:
         make_spec(config_file=str(path))
     message = str(raised.value)
-    assert message.startswith(f"{path}: kv_layout: 32 layers x 8 KV heads x 128 x bfloat16 is 2097152 bytes per GPU block")
+    assert message.startswith(
+        f"{path}: kv_layout: 32 layers x 8 KV heads x 128 x bfloat16 is 2097152 bytes per GPU block"
+    )
     assert f"but vLLM's model has {BLOCK_BYTES}" in message
     assert "\n" not in message
 
@@ -164,18 +174,39 @@ def test_a_config_file_layout_that_is_not_vllms_model_is_one_error_naming_both(t
     ("extra", "named"),
     [
         ({"capacty_blocks": 3}, "capacty_blocks: unknown key"),
-        ({"eviction_policy": "arc"}, "eviction_policy: vLLM's CPU spec reads it, KVContractOffloadingSpec does not; set kvcontract.manager.policy"),
+        (
+            {"eviction_policy": "arc"},
+            "eviction_policy: vLLM's CPU spec reads it, KVContractOffloadingSpec does not; set kvcontract.manager.policy",
+        ),
         ({"kvcontract": {}, "config_file": "x.yaml"}, "give the kvcontract config one way, not both"),
-        ({"kvcontract": {"manager": {"capacity": 4}}, "cpu_bytes_to_use": 1 << 20}, "cpu_bytes_to_use: kvcontract.manager.capacity is set too"),
+        (
+            {"kvcontract": {"manager": {"capacity": 4}}, "cpu_bytes_to_use": 1 << 20},
+            "cpu_bytes_to_use: kvcontract.manager.capacity is set too",
+        ),
         ({"kvcontract": {"manager": {"capcity": 4}}}, "manager.capcity"),
-        ({"kvcontract": {"kv_layout": {"block_tokens": 32}}}, "kvcontract.kv_layout.block_tokens: 32, but vLLM's is 16"),
+        (
+            {"kvcontract": {"kv_layout": {"block_tokens": 32}}},
+            "kvcontract.kv_layout.block_tokens: 32, but vLLM's is 16",
+        ),
         ({"kvcontract": {"manager": {"capacity": "1B"}}}, "holds no offload block"),
         ({"kvcontract": "lru"}, "kvcontract: give the kvcontract config as a mapping"),
         ({"cpu_bytes_to_use": 1 << 80}, "kv_connector_extra_config: cpu_bytes_to_use: 1208925819614629174706176B is"),
-        ({"kvcontract": {"manager": {"capacity": "1EiB"}}}, "kv_connector_extra_config: kvcontract.manager.capacity: 1EiB is 281474976710656 offload blocks"),
-        ({"kvcontract": {"manager": {"capacity": -1}}}, "kv_connector_extra_config: kvcontract.manager.capacity: capacity -1 is below one block"),
-        ({"kvcontract": {"manager": {"policy": "nope"}}}, "kv_connector_extra_config: kvcontract.manager.policy.kind: unknown policy 'nope'"),
-        ({"kvcontract": {"kv_layout": {"num_layers": 32}}}, "kv_connector_extra_config: kvcontract.kv_layout: 32 layers x 8 KV heads x 128 x bfloat16 is"),
+        (
+            {"kvcontract": {"manager": {"capacity": "1EiB"}}},
+            "kv_connector_extra_config: kvcontract.manager.capacity: 1EiB is 281474976710656 offload blocks",
+        ),
+        (
+            {"kvcontract": {"manager": {"capacity": -1}}},
+            "kv_connector_extra_config: kvcontract.manager.capacity: capacity -1 is below one block",
+        ),
+        (
+            {"kvcontract": {"manager": {"policy": "nope"}}},
+            "kv_connector_extra_config: kvcontract.manager.policy.kind: unknown policy 'nope'",
+        ),
+        (
+            {"kvcontract": {"kv_layout": {"num_layers": 32}}},
+            "kv_connector_extra_config: kvcontract.kv_layout: 32 layers x 8 KV heads x 128 x bfloat16 is",
+        ),
     ],
 )
 def test_bad_config_is_one_error_naming_the_key(extra: dict[str, object], named: str) -> None:
@@ -188,7 +219,9 @@ def test_bad_config_is_one_error_naming_the_key(extra: dict[str, object], named:
 def test_an_unsupported_vllm_fails_in_one_line() -> None:
     with pytest.raises(UnsupportedVLLMError) as raised:
         check_vllm_version("0.32.1")
-    assert str(raised.value).startswith("kvcontract.integrations.vllm supports vLLM 0.34.x and 0.33.x, found vLLM 0.32.1")
+    assert str(raised.value).startswith(
+        "kvcontract.integrations.vllm supports vLLM 0.34.x and 0.33.x, found vLLM 0.32.1"
+    )
     assert "\n" not in str(raised.value)
     with pytest.raises(UnsupportedVLLMError, match="found vLLM 0.35.0"):
         check_vllm_version("0.35.0")

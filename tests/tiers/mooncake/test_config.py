@@ -58,7 +58,9 @@ def test_the_issue_s_keys_configure_a_mooncake_tier() -> None:
 def test_a_bad_mooncake_tier_names_its_field(tier: dict[str, object], field: str, says: str) -> None:
     with pytest.raises(ConfigError) as raised:
         load_config(base=_with_tier(tier))
-    assert any(problem.startswith(field) and says in problem for problem in raised.value.problems), raised.value.problems
+    assert any(problem.startswith(field) and says in problem for problem in raised.value.problems), (
+        raised.value.problems
+    )
 
 
 def test_without_the_client_building_the_tier_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,4 +79,7 @@ def test_without_the_client_building_the_tier_is_one_line_naming_the_extra(monke
 
 def test_import_kvcontract_imports_no_mooncake() -> None:
     code = "import sys, kvcontract, kvcontract.tiers, kvcontract.assembly; print('mooncake' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )

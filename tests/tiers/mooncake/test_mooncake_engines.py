@@ -9,7 +9,9 @@ from tests.tiers.mooncake.support import MooncakeStore
 
 
 def test_engines_hit_blocks_the_other_engine_stored(mooncake_store: MooncakeStore) -> None:
-    report = run_engines(load_config(base=mooncake_store.simulation_config("engines")), conversation_workload(300, 0), engines=2)
+    report = run_engines(
+        load_config(base=mooncake_store.simulation_config("engines")), conversation_workload(300, 0), engines=2
+    )
     assert report.requests == 300 and len(report.engines) == 2
     assert report.failed_loads == 0 and report.failed_stores == 0
     assert report.verified_blocks > 0

@@ -27,7 +27,9 @@ def engine_tier(name: str, store: MooncakeStore, namespace: str) -> tuple[Moonca
     """The Mooncake tier an engine of config ``name`` builds (keys scoped by ``namespace``), and its host memory."""
     config = engine_config(name)
     host = torch.zeros((KEYS, config.kv_layout.offload_block_bytes), dtype=torch.uint8)
-    tier_config = MooncakeTierConfig.model_validate({**store.tier_config(), "namespace": namespace, "lookup_timeout": 10.0})
+    tier_config = MooncakeTierConfig.model_validate(
+        {**store.tier_config(), "namespace": namespace, "lookup_timeout": 10.0}
+    )
     tier = build_tier(tier_config, config, host)
     assert isinstance(tier, MooncakeTier)
     return tier, host
@@ -63,4 +65,9 @@ def test_no_load_ever_returns_a_value_of_another_identity(mooncake_store: Moonca
 
     # Five examples in every profile: each builds three Mooncake clients (seconds apiece), and the same
     # machine runs thorough on the file and Redis tiers, whose identity handling this one shares.
-    run_state_machine_as_test(MooncakeMachine, settings=settings(stateful_step_count=30, max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow]))
+    run_state_machine_as_test(
+        MooncakeMachine,
+        settings=settings(
+            stateful_step_count=30, max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+        ),
+    )

@@ -127,7 +127,9 @@ def test_a_value_removed_behind_the_tier_is_a_failed_load_and_an_eviction(
     assert tier.stats().evicted == 1 and settle(tier, key(5)) is LookupResult.MISS
 
 
-def test_no_master_at_start_is_one_clear_line(host: torch.Tensor, mooncake_store: MooncakeStore, make_tier: MakeTier) -> None:
+def test_no_master_at_start_is_one_clear_line(
+    host: torch.Tensor, mooncake_store: MooncakeStore, make_tier: MakeTier
+) -> None:
     started = time.monotonic()
     with pytest.raises(MooncakeUnavailableError, match=r"cannot reach the master at 127\.0\.0\.1:\d+ .*start_degraded"):
         make_tier(master=f"127.0.0.1:{free_port()}")

@@ -120,13 +120,20 @@ class RedisServer:
         assert server is not None, "redis-server is not on PATH"
         command = [
             server,
-            "--port", str(self.port),
-            "--bind", HOST,
-            "--save", "",
-            "--appendonly", "no",
-            "--dir", str(self.workdir),
-            "--enable-debug-command", "local",
-            "--logfile", "server.log",
+            "--port",
+            str(self.port),
+            "--bind",
+            HOST,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.workdir),
+            "--enable-debug-command",
+            "local",
+            "--logfile",
+            "server.log",
             *self._extra,
         ]
         self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -161,9 +168,12 @@ class RedisClusterServers:
 
     def __init__(self, workdir: Path) -> None:
         options = (
-            "--cluster-enabled", "yes",
-            "--cluster-node-timeout", "1000",
-            "--cluster-require-full-coverage", "no",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-node-timeout",
+            "1000",
+            "--cluster-require-full-coverage",
+            "no",
         )
         self.nodes = [
             RedisServer(workdir / f"node{i}", *options, "--cluster-config-file", "nodes.conf", port=free_cluster_port())

@@ -35,4 +35,6 @@ def test_a_redis_tier_needs_no_capacity() -> None:
 def test_a_bad_redis_tier_names_its_field(tier: dict[str, object], field: str, says: str) -> None:
     with pytest.raises(ConfigError) as raised:
         load_config(base=_with_tier(tier))
-    assert any(problem.startswith(field) and says in problem for problem in raised.value.problems), raised.value.problems
+    assert any(problem.startswith(field) and says in problem for problem in raised.value.problems), (
+        raised.value.problems
+    )

@@ -22,9 +22,7 @@ def test_simulate_engines_on_the_command_line(
     assert figures["verified_blocks"] > 0
 
 
-def test_simulate_with_an_unreachable_redis_is_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_simulate_with_an_unreachable_redis_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "redis.json"
     config = redis_config(f"redis://127.0.0.1:{free_port()}/0", "gone")
     path.write_text(json.dumps(config))

@@ -51,7 +51,9 @@ def _serves(node: RedisServer, slot: int) -> bool:
     return False
 
 
-def _move_slot(cluster: RedisClusterServers, slot: int, source: RedisServer, target: RedisServer, *, finish: bool) -> None:
+def _move_slot(
+    cluster: RedisClusterServers, slot: int, source: RedisServer, target: RedisServer, *, finish: bool
+) -> None:
     """Migrate ``slot``'s keys from ``source`` to ``target``; leave the slot MIGRATING/IMPORTING unless ``finish``."""
     source_id = source.command("CLUSTER", "MYID").decode()
     target_id = target.command("CLUSTER", "MYID").decode()
@@ -119,8 +121,11 @@ def test_a_stopped_node_s_keys_miss_and_the_rest_work(
     host[12:16].fill_(9)
     assert not load(tier, jobs, lost[:4], list(range(12, 12 + len(lost[:4])))).success
     assert not host[12 : 12 + len(lost[:4])].any(), "the failed load's host blocks are zero-filled"
-    reader = make_tier(cluster_nodes=[address for address in cluster.addresses if address[1] != stopped.port],
-                       namespace=tier.namespace, socket_timeout=0.5)
+    reader = make_tier(
+        cluster_nodes=[address for address in cluster.addresses if address[1] != stopped.port],
+        namespace=tier.namespace,
+        socket_timeout=0.5,
+    )
     assert all(settle(reader, k) is LookupResult.MISS for k in lost)
     assert all(settle(reader, k) is LookupResult.HIT for k in kept)
     positions = [keys.index(k) for k in kept[:4]]

@@ -17,7 +17,11 @@ def test_the_redis_tier_conforms(redis_server: RedisServer) -> None:
 
     def factory(host_blocks: torch.Tensor) -> RedisTier:
         return RedisTier(
-            host_blocks, identity=example_identity(int(host_blocks.shape[1])), url=redis_server.url, namespace=f"conformance{next(namespaces)}", io_threads=2
+            host_blocks,
+            identity=example_identity(int(host_blocks.shape[1])),
+            url=redis_server.url,
+            namespace=f"conformance{next(namespaces)}",
+            io_threads=2,
         )
 
     def corrupt(tier: SecondaryTier, key: OffloadKey) -> None:

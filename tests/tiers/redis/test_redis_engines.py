@@ -16,5 +16,7 @@ def test_engines_hit_blocks_the_other_engine_stored(redis_server: RedisServer) -
     assert report.verified_blocks > 0
     promoted = [sum(tier.promoted for tier in engine.tiers) for engine in report.engines]
     assert all(count > 0 for count in promoted), "each engine loads blocks from the shared Redis"
-    alone = run_engines(load_config(base=redis_config(redis_server.url, "alone")), conversation_workload(300, 0)[0::2], 1)
+    alone = run_engines(
+        load_config(base=redis_config(redis_server.url, "alone")), conversation_workload(300, 0)[0::2], 1
+    )
     assert report.engines[0].hit_ratio > alone.hit_ratio, "sharing helps the engine that served the same requests"

@@ -142,9 +142,7 @@ def test_a_full_server_fails_the_store(make_tier: MakeTier, own_server: RedisSer
     assert store(tier, job_counter(), [key(1)], [0]).success
 
 
-def test_allkeys_lru_evictions_are_misses_and_loads_stay_exact(
-    make_tier: MakeTier, own_server: RedisServer
-) -> None:
+def test_allkeys_lru_evictions_are_misses_and_loads_stay_exact(make_tier: MakeTier, own_server: RedisServer) -> None:
     host = torch.zeros((8, 64 * BLOCK_BYTES), dtype=torch.uint8)
     own_server.command("CONFIG", "SET", "maxmemory", str(4 << 20))
     own_server.command("CONFIG", "SET", "maxmemory-policy", "allkeys-lru")

@@ -75,9 +75,7 @@ def test_keys_queued_together_go_in_few_exists_batches(make_tier: MakeTier) -> N
     assert stats.lookup_batches <= 10
 
 
-def test_a_lookup_still_in_flight_after_the_timeout_is_a_miss(
-    make_tier: MakeTier, own_server: RedisServer
-) -> None:
+def test_a_lookup_still_in_flight_after_the_timeout_is_a_miss(make_tier: MakeTier, own_server: RedisServer) -> None:
     tier = make_tier(url=own_server.url, lookup_timeout=0.05, socket_timeout=5.0)
     sleeper = own_server.client()
     try:
@@ -101,7 +99,9 @@ def test_two_tiers_on_one_server_share_blocks(make_tier: MakeTier) -> None:
     engine_a = make_tier(host_blocks=host_a, namespace="shared")
     engine_b = make_tier(host_blocks=host_b, namespace="shared")
     other_namespace = make_tier(host_blocks=host_b, namespace="other")
-    other_model = make_tier(host_blocks=host_b, namespace="shared", identity=example_identity(BLOCK_BYTES, model="other"))
+    other_model = make_tier(
+        host_blocks=host_b, namespace="shared", identity=example_identity(BLOCK_BYTES, model="other")
+    )
     fill(host_a, [0, 1], [5, 6])
     store(engine_a, job_counter(), [key(5), key(6)], [0, 1])
     assert settle(other_model, key(5)) is LookupResult.MISS
@@ -129,7 +129,9 @@ def test_a_bad_value_is_a_miss_and_a_removed_event_never_host_bytes(
     elif damage == "long":
         bad = good + b"\0"
     elif damage == "fingerprint":
-        bad = encode_value(key(1), example_identity(BLOCK_BYTES, model="another model").fingerprint, memoryview(good)[-BLOCK_BYTES:])
+        bad = encode_value(
+            key(1), example_identity(BLOCK_BYTES, model="another model").fingerprint, memoryview(good)[-BLOCK_BYTES:]
+        )
     elif damage == "other-key":
         bad = bytes(redis_server.command("GET", tier.redis_key(key(2))))
     else:

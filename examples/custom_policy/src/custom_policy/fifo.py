@@ -45,9 +45,7 @@ class FIFOPolicy(CachePolicy):
         return None
 
     @override
-    def evict(
-        self, n: int, protected: Set[OffloadKey]
-    ) -> list[tuple[OffloadKey, BlockStatus]] | None:
+    def evict(self, n: int, protected: Set[OffloadKey]) -> list[tuple[OffloadKey, BlockStatus]] | None:
         if n < 0:
             raise ValueError(f"FIFOPolicy.evict: n must be >= 0, got {n}")
         victims: list[tuple[OffloadKey, BlockStatus]] = []

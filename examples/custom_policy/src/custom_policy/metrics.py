@@ -75,9 +75,7 @@ class MetricsManager(ForwardingManager):
         return spec
 
     @override
-    def prepare_store(
-        self, keys: Sequence[OffloadKey], req_context: ReqContext
-    ) -> PrepareStoreOutput | None:
+    def prepare_store(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> PrepareStoreOutput | None:
         plan = self._inner.prepare_store(keys, req_context)
         if plan is not None:
             self._counts(req_context).stored += len(plan.keys_to_store)
