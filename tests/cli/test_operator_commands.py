@@ -144,7 +144,8 @@ def test_check_runs_the_kit_on_the_named_components(
     assert "brokenpolicy:Short: policy breaks: evict returns exactly n victims" in out and bad == 1
     reproducer = out.split("policy breaks:", 1)[1]
     assert "asked 1, got 0" in reproducer and "Shrunk call sequence that reproduces it:" in reproducer, out
-    assert "state.evict_one(" in reproducer, out
+    # The shrunk sequence ends in one of the kit's eviction rules; which one depends on the search.
+    assert "state.evict_one(" in reproducer or "state.evict(" in reproducer, out
 
 
 def test_check_names_a_component_it_cannot_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
