@@ -36,7 +36,7 @@ from kvcontract.sim.multi_engine import print_engines_report, run_engines
 from kvcontract.sim.trace import read_trace
 from kvcontract.testing import example_identity
 from kvcontract.tiers import RedisTier
-from kvcontract.tiers.redis_client import RedisClient
+from kvcontract.tiers.redis.client import RedisClient
 from tests.tiers.redis.support import HOST, RedisServer
 
 BLOCK_SIZES = (64 << 10, 512 << 10, 2 << 20)

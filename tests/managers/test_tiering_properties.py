@@ -21,13 +21,13 @@ import torch
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from typing_extensions import override
 
-import kvcontract.tiers.file_tier as file_tier_module
+import kvcontract.tiers.file.tier as file_tier_module
 from kvcontract import BlockIdsSpec, LookupResult, OffloadKey, ReqContext, make_offload_key
 from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
 from kvcontract.testing import example_identity
 from kvcontract.tiers import FileTier
-from kvcontract.tiers.block_dir import BlockDirectory
-from kvcontract.tiers.block_file import BlockLocation, write_block
+from kvcontract.tiers.file.block_dir import BlockDirectory
+from kvcontract.tiers.file.block_file import BlockLocation, write_block
 from tests.managers.support import snapshot
 from tests.profiles import stateful_settings
 

@@ -31,9 +31,9 @@ HOST_BLOCKS = 16
 IDENTITY = example_identity(BLOCK_BYTES)
 FINGERPRINT = IDENTITY.fingerprint
 """The identity of the tiers over the default host buffer, and what their block files carry."""
-WRITE_BLOCK = "kvcontract.tiers.file_tier.write_block"
-READ_BLOCK = "kvcontract.tiers.file_tier.read_block"
-DELETE_BLOCK = "kvcontract.tiers.file_tier.delete_block"
+WRITE_BLOCK = "kvcontract.tiers.file.tier.write_block"
+READ_BLOCK = "kvcontract.tiers.file.tier.read_block"
+DELETE_BLOCK = "kvcontract.tiers.file.tier.delete_block"
 """Where the file tier looks up its block I/O functions: the targets of fault injection."""
 _DRAIN_LIMIT_S = 60.0
 """Guard against a hang only: jobs finish in milliseconds."""

@@ -11,8 +11,8 @@ import pytest
 import xxhash
 
 from kvcontract import make_offload_key
-from kvcontract.tiers import block_file
-from kvcontract.tiers.block_file import (
+from kvcontract.tiers.file import block_file
+from kvcontract.tiers.file.block_file import (
     BlockLocation,
     CorruptBlockError,
     IdentityMismatchError,

@@ -18,9 +18,9 @@ from kvcontract import (
     TierJob,
 )
 from kvcontract.policies import LRUPolicy
-from kvcontract.tiers import block_file
-from kvcontract.tiers.block_dir import BlockDirectory
-from kvcontract.tiers.block_file import BlockLocation
+from kvcontract.tiers.file import block_file
+from kvcontract.tiers.file.block_dir import BlockDirectory
+from kvcontract.tiers.file.block_file import BlockLocation
 from tests.tiers.conftest import (
     BLOCK_BYTES,
     READ_BLOCK,

@@ -9,8 +9,9 @@ import torch
 
 from kvcontract import LookupResult, OffloadingEvent, TierJob
 from kvcontract.policies import available_policies
-from kvcontract.tiers import FileTier, block_file
-from kvcontract.tiers.block_dir import BlockDirectory
+from kvcontract.tiers import FileTier
+from kvcontract.tiers.file import block_file
+from kvcontract.tiers.file.block_dir import BlockDirectory
 from tests.tiers.conftest import (
     DELETE_BLOCK,
     FINGERPRINT,

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from kvcontract import LookupResult, OffloadingEvent, OffloadKey, TierJob
-from kvcontract.tiers import FileTier, block_file
-from kvcontract.tiers.block_dir import BlockDirectory
-from kvcontract.tiers.block_file import BlockLocation
+from kvcontract.tiers import FileTier
+from kvcontract.tiers.file import block_file
+from kvcontract.tiers.file.block_dir import BlockDirectory
+from kvcontract.tiers.file.block_file import BlockLocation
 from tests.tiers.conftest import BLOCK_BYTES, READ_BLOCK, WRITE_BLOCK, MakeTier, drain, key, pattern
 from tests.tiers.helpers import fill, load, store
 

@@ -20,9 +20,10 @@ from typing_extensions import override
 
 from kvcontract import LookupResult, OffloadKey, TierJob
 from kvcontract.testing import example_identity
-from kvcontract.tiers import FileTier, block_file
-from kvcontract.tiers.block_dir import BlockDirectory
-from kvcontract.tiers.block_file import BlockLocation, CorruptBlockError
+from kvcontract.tiers import FileTier
+from kvcontract.tiers.file import block_file
+from kvcontract.tiers.file.block_dir import BlockDirectory
+from kvcontract.tiers.file.block_file import BlockLocation, CorruptBlockError
 from tests.profiles import stateful_settings
 from tests.tiers.conftest import WRITE_BLOCK, drain, key
 

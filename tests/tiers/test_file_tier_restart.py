@@ -13,7 +13,7 @@ import torch
 
 from kvcontract import LookupResult, OffloadingEvent, TierJob
 from kvcontract.tiers import FileTier
-from kvcontract.tiers.block_dir import STALE_TEMP_SECONDS, BlockDirectory
+from kvcontract.tiers.file.block_dir import STALE_TEMP_SECONDS, BlockDirectory
 from tests.tiers.conftest import BLOCK_BYTES, IDENTITY, MakeTier, drain, key, pattern
 from tests.tiers.helpers import fill, load, store
 

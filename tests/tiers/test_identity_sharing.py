@@ -21,7 +21,8 @@ from kvcontract.assembly import build_tier
 from kvcontract.config import FileTierConfig, KVContractConfig
 from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
 from kvcontract.metrics import MetricsCollector, manager_source
-from kvcontract.tiers import FileTier, block_file
+from kvcontract.tiers import FileTier
+from kvcontract.tiers.file import block_file
 from tests.metrics.support import value_of
 from tests.profiles import stateful_settings
 from tests.tiers.conftest import MakeTier, drain, key, pattern
@@ -118,7 +119,7 @@ def test_a_root_of_format_1_reads_as_misses_and_its_blocks_are_removed(
     root = tmp_path / "cache"
     for i in range(4):
         _format_1_file(root / f"{i:02x}" / "cd" / f"{i:02x}cd{i}.kvb", key(i), bytes(pattern(i).numpy()))
-    with caplog.at_level(logging.INFO, logger="kvcontract.tiers.file_tier"):
+    with caplog.at_level(logging.INFO, logger="kvcontract.tiers.file.tier"):
         tier = make_tier(capacity=4)
     assert len(tier) == 0 and [tier.lookup(key(i)) for i in range(4)] == [LookupResult.MISS] * 4
     assert sorted(p.name for p in root.iterdir()) == [tier.identity.fingerprint_hex], "format 1 shards are gone"
@@ -143,7 +144,7 @@ def test_a_block_of_another_identity_in_this_one_s_directory_is_a_miss_counted_a
     assert store(other, job_ids, [key(1), key(2)], [2, 3]).success
     for i in (1, 2):
         shutil.copyfile(other.block_path(key(i)), ours.block_path(key(i)))
-    with caplog.at_level(logging.WARNING, logger="kvcontract.tiers.file_tier"):
+    with caplog.at_level(logging.WARNING, logger="kvcontract.tiers.file.tier"):
         for i in (1, 2):
             host[4].fill_(7)
             assert not load(ours, job_ids, [key(i)], [4]).success

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import IO, Protocol, runtime_checkable
 
-from kvcontract.tiers import mooncake_client
+from kvcontract.tiers.mooncake import client as mooncake_client
 from tests.required_parts import skip_unless_required
 from tests.tiers.redis.support import HOST, free_port
 
@@ -142,7 +142,7 @@ class MooncakeStore:
         }
 
     def raw(self) -> RawStore:
-        """A plain client of the store that lends it nothing, set up by the tier's own :func:`~kvcontract.tiers.mooncake_client.connect`."""
+        """A plain client of the store that lends it nothing, set up by the tier's own :func:`~kvcontract.tiers.mooncake.client.connect`."""
         raw = mooncake_client.connect(
             master=self.master,
             metadata_server=self.metadata_server,

@@ -12,7 +12,7 @@ import torch
 
 from kvcontract.assembly import build_tier
 from kvcontract.config import ConfigError, MooncakeTierConfig, TieringManagerConfig, load_config
-from kvcontract.tiers.mooncake_client import MISSING_EXTRA
+from kvcontract.tiers.mooncake.client import MISSING_EXTRA
 
 
 def _with_tier(tier: dict[str, object]) -> dict[str, object]:

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule, run_state_machine_as_test
 from typing_extensions import override
 
-from kvcontract.tiers import MooncakeTier, mooncake_tier
+from kvcontract.tiers import MooncakeTier
+from kvcontract.tiers.mooncake import tier as mooncake_tier
 from kvcontract.tiers.remote_tier import RemoteTier
 from tests.profiles import stateful_settings
 from tests.tiers.conftest import key

@@ -11,8 +11,9 @@ import torch
 
 from kvcontract import LookupResult, OffloadingEvent, TierJob
 from kvcontract.testing import example_identity
-from kvcontract.tiers import MooncakeTier, mooncake_tier
-from kvcontract.tiers.mooncake_client import MooncakeUnavailableError
+from kvcontract.tiers import MooncakeTier
+from kvcontract.tiers.mooncake import tier as mooncake_tier
+from kvcontract.tiers.mooncake.client import MooncakeUnavailableError
 from kvcontract.tiers.store_value import encode_value
 from tests.tiers.mooncake.conftest import MakeTier, tier_on
 from tests.tiers.mooncake.support import MooncakeStore

@@ -12,7 +12,7 @@ import torch
 from kvcontract import LookupResult, OffloadingEvent, TierJob
 from kvcontract.testing import example_identity
 from kvcontract.tiers import RedisTier
-from kvcontract.tiers.redis_client import RedisUnavailableError
+from kvcontract.tiers.redis.client import RedisUnavailableError
 from kvcontract.tiers.store_value import encode_value
 from tests.tiers.redis.conftest import MakeTier
 from tests.tiers.redis.support import (

@@ -27,7 +27,7 @@ from typing_extensions import override
 
 from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
-from kvcontract.tiers.redis_client import (
+from kvcontract.tiers.redis.client import (
     RedisClient,
     RedisClusterClient,
     RedisPipeline,

@@ -40,7 +40,7 @@ from typing_extensions import override
 from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
 from kvcontract.tiers.host_blocks import check_host_blocks
-from kvcontract.tiers.mooncake_client import (
+from kvcontract.tiers.mooncake.client import (
     MASTER_FAULTS,
     NO_SPACE,
     OBJECT_ALREADY_EXISTS,

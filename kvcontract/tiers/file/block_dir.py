@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvcontract.contracts.keys import OffloadKey
-from kvcontract.tiers.block_file import (
+from kvcontract.tiers.file.block_file import (
     TEMP_SUFFIX,
     BlockLocation,
     CorruptBlockError,

@@ -23,8 +23,8 @@ from kvcontract.contracts.request import LookupResult
 from kvcontract.contracts.tier import SecondaryTier, TierJob
 from kvcontract.contracts.values import BlockStatus, OffloadingEvent, TransferResult
 from kvcontract.policies import make_policy
-from kvcontract.tiers.block_dir import DEFAULT_UMASK, BlockDirectory, ForeignBlock, FoundBlock
-from kvcontract.tiers.block_file import delete_block, read_block, write_block
+from kvcontract.tiers.file.block_dir import DEFAULT_UMASK, BlockDirectory, ForeignBlock, FoundBlock
+from kvcontract.tiers.file.block_file import delete_block, read_block, write_block
 from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks, check_identity_block_bytes
 from kvcontract.tiers.integrity import CorruptBlockError, IdentityMismatchError, MismatchLog
 from kvcontract.tiers.io_pool import PriorityThreadPool, Task

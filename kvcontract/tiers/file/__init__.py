@@ -1,0 +1,1 @@
+"""The file tier's room: the tier, its block file format and its sharded directory tree."""
