@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.integrations.sglang.cpu_stand_ins import install_stand_ins  # noqa: E402
+from tests.integrations.sglang.cpu_stand_ins import install_stand_ins
 
 install_stand_ins()
 

@@ -38,7 +38,7 @@ from kvcontract.sim import block_key, read_trace, replay
 from kvcontract.sim.driver import RequestServer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from trace_shapes import SHAPES  # noqa: E402  # the sibling tool, importable once its folder is on the path
+from trace_shapes import SHAPES  # the sibling tool, importable once its folder is on the path
 
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "conversation_trace.jsonl"
 _MULTIPLES = (0.5, 2.0, 4.0)

@@ -274,7 +274,7 @@ class SchedulerOrderServer(Generic[_K, _C]):
         for key in keys:
             if lookup(key, context) is not hit:
                 break
-            found += 1  # noqa: SIM113  # the hits before the first miss
+            found += 1  # the hits before the first miss
         prefix = keys[:found]
         if found:
             self._prepare_load(prefix, context)

@@ -165,7 +165,7 @@ def _fast_path(
         f"        return _kvcontract_returned({returned})\n"
         f"    return _kvcontract_checked({arguments})\n"
     )
-    exec(source, namespace)  # noqa: S102  # the names come from a code object, the tests from _fast_test
+    exec(source, namespace)  # the names come from a code object, the tests from _fast_test
     function = namespace[name]
     assert isinstance(function, types.FunctionType)
     function.__defaults__ = target.__defaults__
@@ -320,7 +320,9 @@ def _forwarding_function(name: str, params: list[inspect.Parameter], impl: objec
         str(p.replace(default=inspect.Parameter.empty)) + (f"=_default_{p.name}" if p.default is not p.empty else "")
         for p in signature.parameters.values()
     )
-    exec(f"def {name}({rendered}):\n    return _impl({call})\n", namespace)  # noqa: S102
+    exec(
+        f"def {name}({rendered}):\n    return _impl({call})\n", namespace
+    )  # the signature is the contract method's own
     function = namespace[name]
     assert isinstance(function, types.FunctionType)
     return function

@@ -36,7 +36,7 @@ _SGLANG_KEYS = frozenset({"backend_name", "module_path", "class_name", "interfac
 """SGLang's keys that stay in the extra config it hands the backend (``allocator`` picks its host allocator;
 ``prefetch_*``, ``hicache_storage_pass_prefix_keys`` and ``tp_lcm_size`` it takes out before)."""
 _OWN_KEYS = frozenset({"kvcontract", "config_file"})
-_SECTION_KEYS = frozenset({"tier", "identity", "timeout_seconds", "staging_pages"})
+_SECTION_KEYS = frozenset({"tier", "identity", "timeout_seconds", "staging_pages", "zero_copy"})
 _SIZE = TypeAdapter(ByteSize)
 DEFAULT_TIMEOUT_SECONDS = 10.0
 DEFAULT_STAGING_PAGES = 256
@@ -53,6 +53,9 @@ class BackendOptions:
     timeout_seconds: float
     staging_pages: int | None
     """``None``: the default of the path (:data:`DEFAULT_STAGING_PAGES` or :data:`DEFAULT_POOL_STAGING_PAGES`)."""
+    zero_copy: bool = True
+    """``False``: page-first layouts take the copying path too, so every call keeps ``timeout_seconds``
+    even on a tier with no bound of its own on a job (a zero-copy job late at the timeout is waited out)."""
 
     @property
     def tier(self) -> FileTierConfig | RedisTierConfig | MooncakeTierConfig:
@@ -98,7 +101,10 @@ def backend_options(
     fields = check_keys(extra_config)
     timeout = fields.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
     staging = fields.get("staging_pages")
+    zero_copy = fields.get("zero_copy", True)
     problems: list[str] = []
+    if not isinstance(zero_copy, bool):
+        problems.append(f"kvcontract.zero_copy: give true or false, got {zero_copy!r}")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         problems.append(f"kvcontract.timeout_seconds: give a number of seconds above 0, got {timeout!r}")
     if staging is not None and (isinstance(staging, bool) or not isinstance(staging, int) or staging < 1):
@@ -106,8 +112,9 @@ def backend_options(
     if problems:
         raise ConfigError(SOURCE, problems)
     assert isinstance(timeout, (int, float)) and (staging is None or isinstance(staging, int))  # checked above
+    assert isinstance(zero_copy, bool)  # checked above
     tier = _tier_config(fields.get("tier"), fields.get("identity"), block_bytes, blocks_per_page)
-    return BackendOptions(tier, float(timeout), staging)
+    return BackendOptions(tier, float(timeout), staging, zero_copy)
 
 
 def _read(path: str) -> object:

@@ -39,6 +39,7 @@ import torch
 from typing_extensions import override
 
 from kvcontract.assembly import build_tier
+from kvcontract.config import ConfigError
 from kvcontract.contracts import BlockIdentity, LookupResult, OffloadKey, SecondaryTier, TierJob, make_offload_key
 from kvcontract.integrations.sglang.hicache_api import (
     HiCacheStorage,
@@ -52,6 +53,7 @@ from kvcontract.integrations.sglang.identity import PoolGeometry, sglang_identit
 from kvcontract.integrations.sglang.options import (
     DEFAULT_POOL_STAGING_PAGES,
     DEFAULT_STAGING_PAGES,
+    SOURCE,
     BackendOptions,
     backend_options,
     check_keys,
@@ -151,6 +153,12 @@ class KVContractHiCacheStorage(HiCacheStorage):
             self._staging = StagingRows([[row] for row in range(int(table.rows.shape[0]))])
         else:
             self._staging = self._reserve_staging(table, options.staging_pages or DEFAULT_POOL_STAGING_PAGES)
+            if not options.zero_copy and self._staging is None:
+                raise ConfigError(
+                    SOURCE,
+                    ["kvcontract.zero_copy: false needs staging pages, and SGLang's host pool has none to spare"],
+                )
+            self._copying = not options.zero_copy
         scratch: torch.Tensor | None = mem_pool_host.alloc(pool.page_size)
         self._scratch_indices = scratch
         self._scratch = None if scratch is None else int(scratch[0]) // pool.page_size
@@ -372,7 +380,8 @@ class KVContractHiCacheStorage(HiCacheStorage):
         """Count a zero-copy pool's copying-path call; after ``RECOVERY_CALLS`` on time in a row, none lost, go back to zero copy."""
         with self._lock:
             self._on_time = self._on_time + 1 if on_time else 0
-            if self._copying and self._on_time >= RECOVERY_CALLS and not self._lost:
+            zero_copy = self._options is not None and self._options.zero_copy
+            if self._copying and zero_copy and self._on_time >= RECOVERY_CALLS and not self._lost:
                 self._copying = False
                 _log.info(
                     "kvcontract HiCache backend: the tier was on time for %d calls; back to the zero-copy path",

@@ -17,6 +17,7 @@ import pytest
 import torch
 from typing_extensions import override
 
+from kvcontract.config import ConfigError
 from kvcontract.contracts import LookupResult, OffloadKey, SecondaryTier, TierJob, TransferResult
 from kvcontract.integrations.sglang import KVContractHiCacheStorage
 from kvcontract.integrations.sglang.options import DEFAULT_POOL_STAGING_PAGES
@@ -274,3 +275,37 @@ def test_the_copying_layouts_lose_a_stalled_job_at_the_timeout_and_fence_until_i
     assert store.batch_set_v1(keys_for("next", 1), indices[:PAGE]) == [True]
     assert store.zero_copy is False and store.late_jobs == 0
     assert _reads_back(tmp_path, keys, layout) == expected
+
+
+def test_zero_copy_false_keeps_the_timeout_on_a_page_first_layout_from_the_first_call(tmp_path: Path) -> None:
+    pool = mha_pool("page_first")
+    tier = {"kind": "file", "path": str(tmp_path), "capacity": 256}
+    section = {"tier": tier, "timeout_seconds": TIMEOUT, "zero_copy": False}
+    store = backend(pool, storage_config(tmp_path, layout="page_first", extra={"kvcontract": section}))
+    indices = pool.alloc(2 * PAGE)
+    fill_random(pool, seed=7)
+    keys, expected = keys_for("copying", 2), _pages(pool, indices)
+    assert not store.zero_copy
+    assert store.batch_set_v1(keys, indices) == [True, True]
+    gated = _gate(store)
+    targets = pool.alloc(2 * PAGE)
+    started = time.monotonic()
+    assert store.batch_get_v1(keys, targets) == [False, False]
+    assert time.monotonic() - started < TIMEOUT + SLACK  # a miss at the timeout, not a wait for the tier
+    before = pool.kv_buffer.clone()
+    gated.gate.set()
+    _until_reported(store, keys)
+    staging = store._staging_indices  # pyright: ignore[reportPrivateUsage]  # where the lost jobs were allowed to write
+    assert staging is not None
+    assert _changed_tokens(before, pool) <= set(staging.numpy().tolist())
+    assert store.late_jobs == 0 and not store.zero_copy  # it never took the zero-copy path, and never goes back to it
+    assert store.batch_get_v1(keys, targets) == [True, True] and _pages(pool, targets) == expected
+
+
+def test_zero_copy_must_be_a_boolean(tmp_path: Path) -> None:
+    tier = {"kind": "file", "path": str(tmp_path), "capacity": 256}
+    with pytest.raises(ConfigError, match="kvcontract.zero_copy: give true or false, got 'no'"):
+        backend(
+            mha_pool("page_first"),
+            storage_config(tmp_path, extra={"kvcontract": {"tier": tier, "zero_copy": "no"}}),
+        )
