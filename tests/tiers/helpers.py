@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import ClassVar
 
 import torch
@@ -15,6 +15,7 @@ from typing_extensions import override
 
 from kvcontract import BlockIdentity, LookupResult, OffloadKey, SecondaryTier, TierJob, TransferResult
 from kvcontract.testing import example_identity
+from kvcontract.tiers import MooncakeTier, RedisTier
 from kvcontract.tiers.remote_tier import RemoteTier
 from kvcontract.tiers.store_value import encode_value
 from tests.tiers.conftest import drain, key, pattern, settle
@@ -61,6 +62,29 @@ def loads_exactly(tier: SecondaryTier, host: torch.Tensor, seed: int) -> bool:
     return drain(tier, [2])[2].success and all(
         torch.equal(host[row], pattern(seed + row, int(host.shape[1]))) for row in range(rows)
     )
+
+
+def engines_keep_their_own(
+    engine_tier: Callable[[str], tuple[RedisTier | MooncakeTier, torch.Tensor]], first_name: str, second_name: str
+) -> None:
+    """Two engines of other identities on one shared store: the second finds none of the first's
+    blocks, and after a restart of both each loads exactly its own, with no value taken for a miss."""
+    first, first_host = engine_tier(first_name)
+    store_all(first, first_host, seed=100)
+    first.shutdown()
+    other, other_host = engine_tier(second_name)
+    keys = int(other_host.shape[0])
+    assert [settle(other, key(i)) for i in range(keys)] == [LookupResult.MISS] * keys
+    store_all(other, other_host, seed=200)
+    other.shutdown()
+    first, first_host = engine_tier(first_name)
+    other, other_host = engine_tier(second_name)
+    try:
+        assert loads_exactly(first, first_host, seed=100) and loads_exactly(other, other_host, seed=200)
+        assert first.stats().identity_mismatches == other.stats().identity_mismatches == 0
+    finally:
+        first.shutdown()
+        other.shutdown()
 
 
 IDENTITY_BYTES = 256

@@ -10,12 +10,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 from typing_extensions import override
 
-from kvcontract import BlockIdentity, LookupResult, SecondaryTier
+from kvcontract import BlockIdentity, SecondaryTier
 from kvcontract.assembly import build_tier
 from kvcontract.config import MooncakeTierConfig
 from kvcontract.tiers import MooncakeTier
-from tests.tiers.conftest import key, settle
-from tests.tiers.helpers import SharedTierMachine, loads_exactly, store_all
+from tests.tiers.helpers import SharedTierMachine, engines_keep_their_own
 from tests.tiers.mooncake.conftest import tier_on
 from tests.tiers.mooncake.support import MooncakeStore
 from tests.tiers.test_identity_sharing import ENGINES, KEYS, engine_config
@@ -40,21 +39,7 @@ def test_a_second_engine_gets_no_hit_from_the_first_and_each_restart_reuses_its_
     mooncake_store: MooncakeStore, second: str
 ) -> None:
     namespace = f"identity{next(_namespaces)}"
-    first, first_host = engine_tier("bfloat16", mooncake_store, namespace)
-    store_all(first, first_host, seed=100)
-    first.shutdown()
-    other, other_host = engine_tier(second, mooncake_store, namespace)
-    assert [settle(other, key(i)) for i in range(KEYS)] == [LookupResult.MISS] * KEYS
-    store_all(other, other_host, seed=200)
-    other.shutdown()
-    first, first_host = engine_tier("bfloat16", mooncake_store, namespace)
-    other, other_host = engine_tier(second, mooncake_store, namespace)
-    try:
-        assert loads_exactly(first, first_host, seed=100) and loads_exactly(other, other_host, seed=200)
-        assert first.stats().identity_mismatches == other.stats().identity_mismatches == 0
-    finally:
-        first.shutdown()
-        other.shutdown()
+    engines_keep_their_own(lambda name: engine_tier(name, mooncake_store, namespace), "bfloat16", second)
 
 
 def test_no_load_ever_returns_a_value_of_another_identity(mooncake_store: MooncakeStore) -> None:
