@@ -65,9 +65,36 @@ def mla_pool(layout: str) -> Any:
     """SGLang's MLA host pool over CPU "device" buffers: one latent row (K and V together) per token and layer."""
     lora, rope = 16, 8
     buffers = tuple(torch.zeros(DEVICE_TOKENS, 1, lora + rope, dtype=torch.bfloat16) for _ in range(LAYERS))
+    data_ptrs = torch.tensor([t.data_ptr() for t in buffers], dtype=torch.uint64)
+    return _mla_host_pool(buffers, data_ptrs, lora, rope, layout)
+
+
+def mla_split_pool(*, indexer: bool = False, dcp_size: int = 1) -> Any:
+    """SGLang's MLA host pool in ``page_first_kv_split`` (Ascend's layout): built from split K and V buffers (and a DSA indexer's K on the last layer), as its NPU pool hands them."""
+    lora, rope, index_width = 16, 8, 4
+    k = torch.zeros(LAYERS, DEVICE_TOKENS, 1, lora, dtype=torch.bfloat16)
+    v = torch.zeros(LAYERS, DEVICE_TOKENS, 1, rope, dtype=torch.bfloat16)
+    index_k = torch.zeros(1, DEVICE_TOKENS, 1, index_width, dtype=torch.bfloat16) if indexer else None
+    split = _pools.MLASplitBuffers(
+        k=k,
+        v=v,
+        index_k=index_k,
+        index_scales=None,
+        index_layer_indices=(LAYERS - 1,) if indexer else (),
+        k_width=lora,
+        v_width=rope,
+        index_width=index_width if indexer else 0,
+    )
+    return _mla_host_pool(split, None, lora, rope, "page_first_kv_split", dcp_size=dcp_size, dcp_rank=0)
+
+
+def _mla_host_pool(
+    buffers: Any, data_ptrs: torch.Tensor | None, lora: int, rope: int, layout: str, **parallel: int
+) -> Any:
+    """SGLang's MLA host pool of ``layout`` over the device ``buffers`` (``parallel``: decode context parallelism)."""
     info = _pools.MLABufferInfo(
         buffers=buffers,
-        data_ptrs=torch.tensor([t.data_ptr() for t in buffers], dtype=torch.uint64),
+        data_ptrs=data_ptrs,
         layer_indices=tuple(range(LAYERS)),
         device_layer_num=LAYERS,
         page_size=PAGE,
@@ -89,51 +116,7 @@ def mla_pool(layout: str) -> Any:
         start_layer=0,
         end_layer=LAYERS - 1,
         target_layer_num=LAYERS,
-    )
-
-
-def mla_split_pool(*, indexer: bool = False, dcp_size: int = 1) -> Any:
-    """SGLang's MLA host pool in ``page_first_kv_split`` (Ascend's layout): built from split K and V buffers (and a DSA indexer's K on the last layer), as its NPU pool hands them."""
-    lora, rope, index_width = 16, 8, 4
-    k = torch.zeros(LAYERS, DEVICE_TOKENS, 1, lora, dtype=torch.bfloat16)
-    v = torch.zeros(LAYERS, DEVICE_TOKENS, 1, rope, dtype=torch.bfloat16)
-    index_k = torch.zeros(1, DEVICE_TOKENS, 1, index_width, dtype=torch.bfloat16) if indexer else None
-    split = _pools.MLASplitBuffers(
-        k=k,
-        v=v,
-        index_k=index_k,
-        index_scales=None,
-        index_layer_indices=(LAYERS - 1,) if indexer else (),
-        k_width=lora,
-        v_width=rope,
-        index_width=index_width if indexer else 0,
-    )
-    info = _pools.MLABufferInfo(
-        buffers=split,
-        data_ptrs=None,
-        layer_indices=tuple(range(LAYERS)),
-        device_layer_num=LAYERS,
-        page_size=PAGE,
-        kv_lora_rank=lora,
-        qk_rope_head_dim=rope,
-        kv_cache_dim=lora + rope,
-        dtype=torch.bfloat16,
-        device=torch.device("cpu"),
-    )
-    return _mla.MLATokenToKVPoolHost(
-        info,
-        2.0,
-        0,
-        PAGE,
-        "page_first_kv_split",
-        pin_memory=False,
-        device="cpu",
-        device_capacity_tokens=DEVICE_TOKENS,
-        start_layer=0,
-        end_layer=LAYERS - 1,
-        target_layer_num=LAYERS,
-        dcp_size=dcp_size,
-        dcp_rank=0,
+        **parallel,
     )
 
 
