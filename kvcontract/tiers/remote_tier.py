@@ -17,7 +17,6 @@ in the hooks :class:`RemoteTier` leaves abstract.
 from __future__ import annotations
 
 import enum
-import functools
 import logging
 import threading
 import time
@@ -39,7 +38,16 @@ from kvcontract.tiers.integrity import MismatchLog
 from kvcontract.tiers.io_pool import PriorityThreadPool
 from kvcontract.tiers.store_value import BadValueError
 
-__all__ = ["PREFIX_FINGERPRINT_DIGITS", "Fault", "LoadOutcome", "RemoteTier", "RemoteTierStats"]
+__all__ = [
+    "BACKGROUND",
+    "PREFIX_FINGERPRINT_DIGITS",
+    "READ",
+    "WRITE",
+    "Fault",
+    "LoadOutcome",
+    "RemoteTier",
+    "RemoteTierStats",
+]
 
 PREFIX_FINGERPRINT_DIGITS = 16
 """Hex digits of the identity's fingerprint in every key name: 64 bits keep identities apart; the value holds all 128."""
@@ -275,7 +283,7 @@ class RemoteTier(SecondaryTier):
                 self._storing[key] = job.job_id
                 self._absent.pop(key, None)
             if new:
-                self._pool.submit(WRITE, functools.partial(self._store_job, job.job_id, new))
+                self._start_store(job.job_id, new)
             else:
                 self._finish(job.job_id, True, 0, 0.0)
         return True
@@ -295,7 +303,7 @@ class RemoteTier(SecondaryTier):
             if any(self._known.get(key, 0.0) <= now for key in job.keys):
                 return False
             self._claim(job.job_id)
-            self._pool.submit(READ, functools.partial(self._load_job, job.job_id, job.keys, job.host_block_ids))
+            self._start_load(job.job_id, job.keys, job.host_block_ids)
         return True
 
     @override
@@ -341,12 +349,12 @@ class RemoteTier(SecondaryTier):
         """Ask the store which of ``keys`` it holds, in one batch (an error fails the whole batch)."""
 
     @abstractmethod
-    def _store_job(self, job_id: int, blocks: dict[OffloadKey, int]) -> None:
-        """Write ``blocks`` (key to host block), then report with :meth:`_end_store`."""
+    def _start_store(self, job_id: int, blocks: dict[OffloadKey, int]) -> None:
+        """Queue the writing of ``blocks`` (key to host block) on the I/O threads, reported with :meth:`_end_store`. Lock held."""
 
     @abstractmethod
-    def _load_job(self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int]) -> None:
-        """Read ``keys`` into ``host_ids`` checking every value, then report with :meth:`_end_load`."""
+    def _start_load(self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int]) -> None:
+        """Queue the reading of ``keys`` into ``host_ids`` on the I/O threads, every value checked, reported with :meth:`_end_load`. Lock held."""
 
     @abstractmethod
     def _classify(self, error: BaseException) -> Fault | None:

@@ -5,16 +5,18 @@ bytes of its memory into the pool, and the master places and evicts values. The 
 no index of its own, only what this process knows, so a key Mooncake evicted, or whose
 segment left with its client, is a miss when it is loaded.
 
-Zero copy: the host blocks are registered with the client once, and a job's values go
-from and to them directly, one batched call per job (``batch_put_from_multi_buffers``,
-``batch_get_into_multi_buffers``). A value is two buffers: the header of
-:mod:`kvcontract.tiers.store_value` (identity fingerprint, key, payload checksum), built in
-a registered header slot of the job's thread, then the host block itself. A load lands in
-the job's host blocks, which the caller keeps reserved until the job is reported; every
-value is checked before that, and a job with any bad, short, foreign or missing value is
-reported failed with all its host blocks zero-filled, so no unchecked byte is ever read as
-a block. A bad value is also removed from the store and reported as an
-``OffloadingEvent(removed=True)``.
+Jobs run in two lanes (:mod:`kvcontract.tiers.job_lane`), one for stores and one for loads:
+one call of the client per lane at a time, each taking the jobs queued behind the last, up
+to 64 values a call. Each lane has a registered slot. Blocks of 256 KiB and more go zero
+copy: the host blocks are registered with the client once, and a value is two buffers, the
+header of :mod:`kvcontract.tiers.store_value` (identity fingerprint, key, payload checksum)
+built in the slot, then the host block itself (``batch_put_from_multi_buffers``,
+``batch_get_into_multi_buffers``). Smaller blocks are copied beside their header in the slot,
+a value one buffer (``batch_put_from``, ``batch_get_into``). A load lands in the job's host
+blocks, which the caller keeps reserved until the job is reported; every value is checked
+before that, and a job with any bad, short, foreign or missing value is reported failed
+with all its host blocks zero-filled, so no unchecked byte is ever read as a block. A bad
+value is also removed from the store and reported as an ``OffloadingEvent(removed=True)``.
 
 What this process knows of the store, the batched lookups (one ``batch_is_exist``), the
 breaker and the job bookkeeping are :mod:`kvcontract.tiers.remote_tier`'s. A master that
@@ -26,13 +28,12 @@ restart of the engine.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import queue
 import threading
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from typing_extensions import override
@@ -40,6 +41,7 @@ from typing_extensions import override
 from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
 from kvcontract.tiers.host_blocks import check_host_blocks
+from kvcontract.tiers.job_lane import JobLane
 from kvcontract.tiers.mooncake.client import (
     MASTER_FAULTS,
     NO_SPACE,
@@ -56,7 +58,7 @@ from kvcontract.tiers.mooncake.client import (
     connect,
     describe_code,
 )
-from kvcontract.tiers.remote_tier import BACKGROUND, Fault, LoadOutcome, RemoteTier, RemoteTierStats
+from kvcontract.tiers.remote_tier import BACKGROUND, READ, WRITE, Fault, LoadOutcome, RemoteTier, RemoteTierStats
 from kvcontract.tiers.store_value import BadValueError, check_value, encode_header_into, header_size
 
 __all__ = ["MEDIUM", "MooncakeTier", "MooncakeTierStats"]
@@ -68,15 +70,18 @@ ZERO_COPY_FROM = 256 << 10
 """Blocks of this size or more go straight from and to the host blocks, a value as two buffers (its header, the block).
 
 The client moves each buffer of a value as a transfer of its own, which costs about as much as
-copying a few hundred KiB: smaller blocks are copied through the job's slot beside their
-header, one buffer per value (64 KiB blocks in jobs of 16: two buffers ran at 0.69 of the raw
-client's one, a copy through the slot at 0.87-0.93; at 512 KiB and 2 MiB two buffers keep
-up with the raw client).
+copying a few hundred KiB: smaller blocks are copied through the lane's slot beside their
+header, one buffer per value (64 KiB blocks through the tier's lanes, jobs of 16 / 64 against
+the raw client: copied 0.86 / 0.67 stores and 0.74 / 0.59 loads, two buffers 0.64 / 0.63 and
+0.59 / 0.54; at 512 KiB and 2 MiB two buffers keep up with the raw client).
 """
 _HEADER_SLOT_BYTES = 1 << 17
-"""One I/O thread's registered slot when the blocks go zero copy: the headers of one batch, and always one key's."""
-_COPY_SLOT_VALUES = 64
-"""Values of 20-byte keys one I/O thread's slot holds when the blocks are copied, so a job of 64 blocks is one call of the client."""
+"""A lane's registered slot when the blocks go zero copy: the headers of one call, and always one key's."""
+_BATCH_VALUES = 64
+"""Values of one call of the client: a lane merges queued jobs up to it, and a slot of copied blocks holds that many of 20-byte keys."""
+_STORE_SLOT = 0
+_LOAD_SLOT = 1
+"""The registered slots, one per lane: the store lane's and the load lane's."""
 _MAX_HEADER_BYTES = 65_575
 """The header of the longest key a value can carry: a slot always holds one value whatever its key."""
 _GONE = frozenset({OBJECT_NOT_FOUND, SEGMENT_NOT_FOUND})
@@ -128,14 +133,9 @@ class MooncakeTier(RemoteTier):
         self._row_stride = int(host_blocks.stride(0))
         self._zero_copy = int(host_blocks.shape[1]) >= ZERO_COPY_FROM
         value_bytes = header_size(OffloadKey(bytes(20))) + int(host_blocks.shape[1])
-        self._slot_bytes = (
-            _HEADER_SLOT_BYTES if self._zero_copy else _COPY_SLOT_VALUES * value_bytes + _MAX_HEADER_BYTES
-        )
-        self._slots = torch.zeros((io_threads, self._slot_bytes), dtype=torch.uint8)
+        self._slot_bytes = _HEADER_SLOT_BYTES if self._zero_copy else _BATCH_VALUES * value_bytes + _MAX_HEADER_BYTES
+        self._slots = torch.zeros((2, self._slot_bytes), dtype=torch.uint8)
         self._slot_rows = self._slots.numpy()
-        self._free_slots: queue.SimpleQueue[int] = queue.SimpleQueue()
-        for slot in range(io_threads):
-            self._free_slots.put(slot)
         self._connect = functools.partial(
             connect,
             master=master,
@@ -150,12 +150,6 @@ class MooncakeTier(RemoteTier):
         )
         self._connection: MooncakeConnection | None = None
         self._refused_stores = 0
-        # One put and one get in flight at a time: each caller of the client waits for its batch
-        # busily, so four I/O threads calling at once cost 2-3x the CPU of one caller for the same
-        # bytes (64 KiB blocks, 2 shared cores: 0.32-0.52 of the raw client's CPU, serialized
-        # 0.80-0.90). A get never waits behind a put, so loads keep their place before stores.
-        self._store_calls = threading.Lock()
-        self._load_calls = threading.Lock()
         super().__init__(
             host_blocks,
             identity=identity,
@@ -169,6 +163,10 @@ class MooncakeTier(RemoteTier):
             retry_interval=retry_interval,
             start_degraded=start_degraded,
         )
+        # One put and one get in flight at a time (job_lane says why), each a batch of the jobs
+        # queued behind the last; a get never waits behind a put, so loads keep their place.
+        self._stores = JobLane(self._pool, WRITE, self._store_jobs, size=_job_size, merge_up_to=_BATCH_VALUES)
+        self._loads = JobLane(self._pool, READ, self._load_jobs, size=_job_size, merge_up_to=_BATCH_VALUES)
 
     def store_key(self, key: OffloadKey) -> str:
         """The Mooncake object name of ``key``: identity and namespace, then the key in hex."""
@@ -236,8 +234,20 @@ class MooncakeTier(RemoteTier):
     def _describe(self, error: BaseException) -> str:
         return str(error) if isinstance(error, MasterFaultError) else super()._describe(error)
 
+    @override
+    def _start_store(self, job_id: int, blocks: dict[OffloadKey, int]) -> None:
+        self._stores.put(_Job(job_id, list(blocks), list(blocks.values())))
+
+    @override
+    def _start_load(self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int]) -> None:
+        self._loads.put(_Job(job_id, keys, host_ids))
+
     def _row(self, host_id: int) -> int:
         return self._host.data_ptr() + host_id * self._row_stride
+
+    def _slot(self, lane: int) -> tuple[memoryview, int]:
+        """The registered slot of a lane (:data:`_STORE_SLOT`, :data:`_LOAD_SLOT`), as a view and its address."""
+        return memoryview(self._slot_rows[lane]), self._slots.data_ptr() + lane * self._slot_bytes
 
     def _batches(self, keys: Sequence[OffloadKey]) -> list[range]:
         """Index ranges of ``keys`` whose headers (and, copying, values) fit one slot together."""
@@ -254,65 +264,62 @@ class MooncakeTier(RemoteTier):
             batches.append(range(start, len(keys)))
         return batches
 
-    @contextlib.contextmanager
-    def _slot(self) -> Generator[tuple[memoryview, int]]:
-        """This job's registered slot, as a view and its address, until the job is done with it."""
-        slot = self._free_slots.get()
-        try:
-            yield memoryview(self._slot_rows[slot]), self._slots.data_ptr() + slot * self._slot_bytes
-        finally:
-            self._free_slots.put(slot)
-
-    @override
-    def _store_job(self, job_id: int, blocks: dict[OffloadKey, int]) -> None:
-        """Put ``blocks`` (key to host block): headers from this job's slot, blocks straight from the host blocks or copied beside them."""
+    def _store_jobs(self, jobs: Sequence[_Job]) -> None:
+        """Put the blocks of ``jobs`` in as few calls as the store lane's slot allows, then report each job."""
         started = time.perf_counter()
-        keys = list(blocks)
         codes: list[int] = []
         error: BaseException | None = None
-        block_bytes = self._block_bytes
         try:
-            connection = self._live_connection()
-            with self._slot() as (view, base):
-                for batch in self._batches(keys):
-                    names: list[str] = []
-                    pointers: list[list[int]] = []
-                    sizes: list[list[int]] = []
-                    offset = 0
-                    for i in batch:
-                        row = blocks[keys[i]]
-                        payload = memoryview(self._rows[row])
-                        size = encode_header_into(view[offset:], keys[i], self._fingerprint, payload)
-                        names.append(self.store_key(keys[i]))
-                        if self._zero_copy:
-                            pointers.append([base + offset, self._row(row)])
-                            sizes.append([size, block_bytes])
-                        else:
-                            view[offset + size : offset + size + block_bytes] = payload
-                            pointers.append([base + offset])
-                            sizes.append([size + block_bytes])
-                            size += block_bytes
-                        offset += size
-                    with self._store_calls:
-                        if self._zero_copy:
-                            put = connection.store.batch_put_from_multi_buffers(
-                                names, pointers, sizes, connection.put_config
-                            )
-                        else:
-                            put = connection.store.batch_put_from(
-                                names, _firsts(pointers), _firsts(sizes), connection.put_config
-                            )
-                    codes += put
+            codes = self._put([key for job in jobs for key in job.keys], [row for job in jobs for row in job.host_ids])
         except Exception as exc:
             error = exc
-        failed = [code for code in codes if code not in (OK, OBJECT_ALREADY_EXISTS)]
-        if error is None and failed:
-            fault = next((code for code in failed if code in MASTER_FAULTS), 0)
-            if fault:
-                error = MasterFaultError(fault)
+        at = 0
+        for job in jobs:
+            job_codes = codes[at : at + len(job.keys)]
+            at += len(job.keys)
+            failed = [code for code in job_codes if code not in (OK, OBJECT_ALREADY_EXISTS)]
+            job_error = error
+            if job_error is None and failed:
+                fault = next((code for code in failed if code in MASTER_FAULTS), 0)
+                if fault:
+                    job_error = MasterFaultError(fault)
+                else:
+                    self._store_refused(job.job_id, failed)
+            stored = not failed and len(job_codes) == len(job.keys)
+            self._end_store(job.job_id, job.keys, started, error=job_error, stored=stored)
+
+    def _put(self, keys: Sequence[OffloadKey], host_ids: Sequence[int]) -> list[int]:
+        """Put ``keys`` from ``host_ids``: headers from the store lane's slot, blocks straight from the host blocks or copied beside them; the client's code per key."""
+        connection = self._live_connection()
+        view, base = self._slot(_STORE_SLOT)
+        block_bytes = self._block_bytes
+        codes: list[int] = []
+        for batch in self._batches(keys):
+            names: list[str] = []
+            pointers: list[list[int]] = []
+            sizes: list[list[int]] = []
+            offset = 0
+            for i in batch:
+                row = host_ids[i]
+                payload = memoryview(self._rows[row])
+                size = encode_header_into(view[offset:], keys[i], self._fingerprint, payload)
+                names.append(self.store_key(keys[i]))
+                if self._zero_copy:
+                    pointers.append([base + offset, self._row(row)])
+                    sizes.append([size, block_bytes])
+                else:
+                    view[offset + size : offset + size + block_bytes] = payload
+                    size += block_bytes
+                    pointers.append([base + offset])
+                    sizes.append([size])
+                offset += size
+            if self._zero_copy:
+                codes += connection.store.batch_put_from_multi_buffers(names, pointers, sizes, connection.put_config)
             else:
-                self._store_refused(job_id, failed)
-        self._end_store(job_id, keys, started, error=error, stored=not failed and len(codes) == len(keys))
+                codes += connection.store.batch_put_from(
+                    names, _firsts(pointers), _firsts(sizes), connection.put_config
+                )
+        return codes
 
     def _store_refused(self, job_id: int, failed: Sequence[int]) -> None:
         """Log and count a store the client refused for another reason than the master's silence."""
@@ -321,77 +328,129 @@ class MooncakeTier(RemoteTier):
                 self._refused_stores += 1
         self._log.warning("mooncake tier: store job %d refused: %s", job_id, describe_code(failed[0]))
 
-    @override
-    def _load_job(self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int]) -> None:
-        """Get ``keys`` into ``host_ids`` (headers, or whole values when copying, into this job's slot) and check every value.
+    def _load_jobs(self, jobs: Sequence[_Job]) -> None:
+        """Get the blocks of ``jobs``, each key once, and report each job.
 
         A key whose value is gone (evicted, removed, its segment left), bad, or unreadable for
-        another reason fails the job. Only bad values are removed from the store.
+        another reason fails its job. Only bad values are removed from the store. A key a job
+        names twice is fetched once and copied to its other host block once checked: the
+        client answers a get that names a key twice as two successes but fills one buffer.
         """
         started = time.perf_counter()
-        outcome = LoadOutcome()
-        suspect = 0
-        fault = 0
-        block_bytes = self._block_bytes
+        targets: dict[OffloadKey, int] = {}
+        for job in jobs:
+            for key, host_id in zip(job.keys, job.host_ids):
+                targets.setdefault(key, host_id)
+        found: dict[OffloadKey, int | BadValueError] = {}
+        error: BaseException | None = None
         try:
-            connection = self._live_connection()
-            with self._slot() as (view, base):
-                for batch in self._batches(keys):
-                    offsets: list[int] = []
-                    pointers: list[list[int]] = []
-                    sizes: list[list[int]] = []
-                    offset = 0
-                    for i in batch:
-                        offsets.append(offset)
-                        size = header_size(keys[i])
-                        if self._zero_copy:
-                            pointers.append([base + offset, self._row(host_ids[i])])
-                            sizes.append([size, block_bytes])
-                        else:
-                            pointers.append([base + offset])
-                            sizes.append([size + block_bytes])
-                            size += block_bytes
-                        offset += size
-                    names = [self.store_key(keys[i]) for i in batch]
-                    with self._load_calls:
-                        if self._zero_copy:
-                            results = connection.store.batch_get_into_multi_buffers(names, pointers, sizes)
-                        else:
-                            results = connection.store.batch_get_into(names, _firsts(pointers), _firsts(sizes))
-                    for i, at, result in zip(batch, offsets, results):
-                        if result in _GONE:
-                            outcome.gone.append(keys[i])
-                            continue
-                        if result in MASTER_FAULTS:
-                            fault = fault or result
-                            continue
-                        if result < 0 and result != TOO_LONG:
-                            outcome.unreachable.append(keys[i])
-                            suspect += result == TRANSFER_FAIL
-                            continue
-                        size = header_size(keys[i])
-                        row = memoryview(self._rows[host_ids[i]])
-                        payload = row if self._zero_copy else view[at + size : at + size + block_bytes]
-                        try:
-                            if result != size + block_bytes:
-                                shown = "more" if result < 0 else f"{result} bytes"
-                                raise BadValueError(f"holds {shown}, expected {size + block_bytes} bytes")
-                            check_value(view[at : at + size], payload, keys[i], self._fingerprint, block_bytes)
-                        except BadValueError as exc:
-                            self._reject(outcome, keys[i], exc)
-                            continue
-                        if not self._zero_copy:
-                            row[:] = payload
+            self._get(targets, found)
         except Exception as exc:
-            outcome.error = exc
+            error = exc
+        rejected: set[OffloadKey] = set()
+        outcomes = [self._outcome(job, targets, found, error, rejected) for job in jobs]
+        bad = [key for outcome in outcomes for key in outcome.bad]
+        unreachable = [key for outcome in outcomes for key in outcome.unreachable]
+        with self._lock:
+            if bad and not self._closed:
+                self._pool.submit(BACKGROUND, functools.partial(self._remove, bad))
+            if any(found.get(key) == TRANSFER_FAIL for key in unreachable) and not self._closed:
+                self._pool.submit(BACKGROUND, functools.partial(self._remove_short, unreachable))
+        for job, outcome in zip(jobs, outcomes):
+            self._end_load(job.job_id, job.keys, job.host_ids, started, outcome)
+
+    def _get(self, targets: dict[OffloadKey, int], found: dict[OffloadKey, int | BadValueError]) -> None:
+        """Get each key of ``targets`` into its host block (headers, or whole values when copying, into the load lane's slot), checking every value.
+
+        ``found`` gets the client's result per key asked (negative: no value), or why its value is bad.
+        """
+        connection = self._live_connection()
+        view, base = self._slot(_LOAD_SLOT)
+        block_bytes = self._block_bytes
+        keys = list(targets)
+        for batch in self._batches(keys):
+            offsets: list[int] = []
+            pointers: list[list[int]] = []
+            sizes: list[list[int]] = []
+            offset = 0
+            for i in batch:
+                offsets.append(offset)
+                size = header_size(keys[i])
+                if self._zero_copy:
+                    pointers.append([base + offset, self._row(targets[keys[i]])])
+                    sizes.append([size, block_bytes])
+                else:
+                    size += block_bytes
+                    pointers.append([base + offset])
+                    sizes.append([size])
+                offset += size
+            names = [self.store_key(keys[i]) for i in batch]
+            if self._zero_copy:
+                results = connection.store.batch_get_into_multi_buffers(names, pointers, sizes)
+            else:
+                results = connection.store.batch_get_into(names, _firsts(pointers), _firsts(sizes))
+            for i, at, result in zip(batch, offsets, results):
+                key = keys[i]
+                found[key] = result
+                if result < 0 and result != TOO_LONG:
+                    continue
+                size = header_size(key)
+                row = memoryview(self._rows[targets[key]])
+                payload = row if self._zero_copy else view[at + size : at + size + block_bytes]
+                try:
+                    if result != size + block_bytes:
+                        shown = "more" if result < 0 else f"{result} bytes"
+                        raise BadValueError(f"holds {shown}, expected {size + block_bytes} bytes")
+                    check_value(view[at : at + size], payload, key, self._fingerprint, block_bytes)
+                except BadValueError as exc:
+                    found[key] = exc
+                    continue
+                if not self._zero_copy:
+                    row[:] = payload
+
+    def _outcome(
+        self,
+        job: _Job,
+        targets: dict[OffloadKey, int],
+        found: dict[OffloadKey, int | BadValueError],
+        error: BaseException | None,
+        rejected: set[OffloadKey],
+    ) -> LoadOutcome:
+        """What ``job`` found, each key once; its checked blocks copied to the other host blocks that named them.
+
+        A bad value is counted and logged once, by the first job of the batch that met it (in
+        ``rejected``); a later one fails on it as unreachable.
+        """
+        outcome = LoadOutcome(error=error)
+        fault = 0
+        seen: set[OffloadKey] = set()
+        for key, host_id in zip(job.keys, job.host_ids):
+            result = found.get(key)
+            if key in seen:
+                if isinstance(result, int) and result >= 0 and host_id != targets[key]:
+                    self._rows[host_id][:] = self._rows[targets[key]]
+                continue
+            seen.add(key)
+            if isinstance(result, BadValueError):
+                if key in rejected:
+                    outcome.unreachable.append(key)
+                else:
+                    rejected.add(key)
+                    self._reject(outcome, key, result)
+            elif result is None:
+                if error is None:
+                    outcome.unreachable.append(key)
+            elif result in _GONE:
+                outcome.gone.append(key)
+            elif result in MASTER_FAULTS:
+                fault = fault or result
+            elif result < 0:
+                outcome.unreachable.append(key)
+            elif host_id != targets[key]:
+                self._rows[host_id][:] = self._rows[targets[key]]
         if outcome.error is None and fault:
             outcome.error = MasterFaultError(fault)
-        with self._lock:
-            if outcome.bad and not self._closed:
-                self._pool.submit(BACKGROUND, functools.partial(self._remove, outcome.bad))
-            if suspect and not self._closed:
-                self._pool.submit(BACKGROUND, functools.partial(self._remove_short, outcome.unreachable))
-        self._end_load(job_id, keys, host_ids, started, outcome)
+        return outcome
 
     def _remove(self, keys: Sequence[OffloadKey]) -> None:
         """Remove values that failed their check, so no engine finds them again; a failure is logged only."""
@@ -424,6 +483,18 @@ class MooncakeTier(RemoteTier):
         if connection is None:
             raise MooncakeUnavailableError(f"Mooncake tier: not connected to master {self._where}")
         return connection
+
+
+class _Job(NamedTuple):
+    """A store or load job as a lane runs it: ``keys[i]`` from or to host block ``host_ids[i]``."""
+
+    job_id: int
+    keys: Sequence[OffloadKey]
+    host_ids: Sequence[int]
+
+
+def _job_size(job: _Job) -> int:
+    return len(job.keys)
 
 
 def _firsts(buffers: Sequence[Sequence[int]]) -> list[int]:

@@ -35,7 +35,7 @@ from kvcontract.tiers.redis.client import (
     connect,
     describe_error,
 )
-from kvcontract.tiers.remote_tier import BACKGROUND, Fault, LoadOutcome, RemoteTier, RemoteTierStats
+from kvcontract.tiers.remote_tier import BACKGROUND, READ, WRITE, Fault, LoadOutcome, RemoteTier, RemoteTierStats
 from kvcontract.tiers.store_value import BadValueError, decode_value, encode_value_into, header_size
 
 __all__ = ["MEDIUM", "RedisTier", "RedisTierStats"]
@@ -229,6 +229,13 @@ class RedisTier(RemoteTier):
         return replies
 
     @override
+    def _start_store(self, job_id: int, blocks: dict[OffloadKey, int]) -> None:
+        self._pool.submit(WRITE, functools.partial(self._store_job, job_id, blocks))
+
+    @override
+    def _start_load(self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int]) -> None:
+        self._pool.submit(READ, functools.partial(self._load_job, job_id, keys, host_ids))
+
     def _store_job(self, job_id: int, blocks: dict[OffloadKey, int]) -> None:
         """Write ``blocks`` (key to host block) in tag-group order, one pipeline per chunk of about 8 MiB."""
         started = time.perf_counter()
@@ -272,7 +279,6 @@ class RedisTier(RemoteTier):
             offset += written
         return values
 
-    @override
     def _load_job(self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int]) -> None:
         """Read ``keys`` into ``host_ids`` with pipelined GETs, verifying each value before it is copied.
 

@@ -128,6 +128,24 @@ def test_a_value_removed_behind_the_tier_is_a_failed_load_and_an_eviction(
     assert tier.stats().evicted == 1 and settle(tier, key(5)) is LookupResult.MISS
 
 
+@pytest.mark.usefixtures("value_path")
+def test_a_load_that_names_a_key_twice_fills_both_blocks_and_keeps_the_value(
+    make_tier: MakeTier, host: torch.Tensor
+) -> None:
+    """Mooncake's client answers a get that names one key twice as two successes but fills one buffer:
+    the tier asks once per key, so both blocks get the value and no good value is taken for bad."""
+    tier = make_tier()
+    jobs = job_counter()
+    fill(host, [0, 1], [21, 22])
+    assert store(tier, jobs, [key(1), key(2)], [0, 1]).success
+    tier.take_events()
+    result = load(tier, jobs, [key(1), key(2), key(1)], [4, 5, 6])
+    assert result.success and result.transfer_bytes == 3 * BLOCK_BYTES
+    assert [torch.equal(host[row], pattern(seed)) for row, seed in ((4, 21), (5, 22), (6, 21))] == [True] * 3
+    assert tier.take_events() == [] and tier.stats().rejected_values == 0
+    assert settle(tier, key(1)) is LookupResult.HIT
+
+
 def test_no_master_at_start_is_one_clear_line(
     host: torch.Tensor, mooncake_store: MooncakeStore, make_tier: MakeTier
 ) -> None:
