@@ -263,6 +263,29 @@ class RemoteTierMachine(RuleBasedStateMachine):
             else:
                 assert not self.host[row].any(), "a failed load leaves zeros"
 
+    @rule(
+        keys=st.lists(st.integers(0, REMOTE_KEYS - 1), min_size=1, max_size=REMOTE_HOST_BLOCKS),
+        cuts=st.sets(st.integers(1, REMOTE_HOST_BLOCKS - 1)),
+    )
+    def load_together(self, keys: list[int], cuts: set[int]) -> None:
+        """Load jobs submitted back to back (a tier may merge them), keys repeated within and across jobs."""
+        if any(settle(self.tier, key(i)) is not LookupResult.HIT for i in set(keys)):
+            return
+        self.host.fill_(0xAA)
+        bounds = [0, *sorted(cut for cut in cuts if cut < len(keys)), len(keys)]
+        submitted: dict[int, range] = {}
+        for start, end in itertools.pairwise(bounds):
+            job = next(self.jobs)
+            if self.tier.submit_load(TierJob(job, [key(i) for i in keys[start:end]], list(range(start, end)))):
+                submitted[job] = range(start, end)
+        results = drain(self.tier, list(submitted))
+        for job, rows in submitted.items():
+            for row in rows:
+                if results[job].success:
+                    assert torch.equal(self.host[row], remote_content(keys[row])), f"key {keys[row]} loaded other bytes"
+                else:
+                    assert not self.host[row].any(), "a failed load leaves zeros"
+
     @rule(i=st.integers(0, REMOTE_KEYS - 1))
     def lookup(self, i: int) -> None:
         if settle(self.tier, key(i)) is LookupResult.HIT:
