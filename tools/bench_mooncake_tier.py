@@ -8,7 +8,8 @@ process's CPU time, which holds the tier's I/O threads and the client's own thre
 and ``batch_get_into`` of the same bytes, one batch per job, from a buffer registered the
 same way, in the same process. Tier and raw alternate round by round (which goes first
 alternates too); the table gives the median of the per-round ratios, and a line per cell
-gives every round's. Each timed run moves
+gives every round's. ``--zero-copy-from KIB`` moves the tier's threshold between copied
+values and values of two pieces. Each timed run moves
 at least ``--min-bytes``; the store is emptied between rounds.
 
 ``python tools/bench_mooncake_tier.py hits`` deals the trace's requests round-robin to two
@@ -38,6 +39,7 @@ from kvcontract.sim.multi_engine import print_engines_report, run_engines
 from kvcontract.sim.trace import read_trace
 from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier
+from kvcontract.tiers.mooncake import tier as mooncake_tier
 from kvcontract.tiers.store_value import header_size
 from tests.tiers.mooncake.support import MooncakeStore, RawStore
 
@@ -69,6 +71,7 @@ def _timed(run: Callable[[], None]) -> tuple[float, float]:
 
 def throughput(rounds: int, min_bytes: int, io_threads: int, block_sizes: Sequence[int], console: Console) -> None:
     """Median tier/raw ratios of store and load throughput (wall clock and process CPU) for every block size and job size."""
+    console.print(f"blocks of {mooncake_tier.ZERO_COPY_FROM >> 10} KiB and more go zero copy (two pieces a value)")
     table = Table(title=f"Mooncake tier against the raw client ({rounds} interleaved rounds, median)")
     for column in (
         "block",
@@ -230,6 +233,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     speed.add_argument("--min-bytes", type=int, default=64 << 20, help="bytes moved per timed run")
     speed.add_argument("--io-threads", type=int, default=4)
     speed.add_argument("--block-kib", type=int, nargs="+", help="block sizes in KiB (default: 64 512 2048)")
+    speed.add_argument(
+        "--zero-copy-from",
+        type=int,
+        metavar="KIB",
+        help="send blocks of this many KiB and more as two pieces, the others copied beside their header "
+        f"(the tier's own threshold: {mooncake_tier.ZERO_COPY_FROM >> 10})",
+    )
     shared = commands.add_parser("hits", help="cross-engine hit ratio on the trace")
     shared.add_argument("--trace", type=Path, default=TRACE)
     shared.add_argument("--engines", type=int, default=2)
@@ -237,6 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     console = Console()
     if options.part == "throughput":
+        if options.zero_copy_from is not None:
+            mooncake_tier.ZERO_COPY_FROM = options.zero_copy_from << 10
         sizes = [kib << 10 for kib in options.block_kib] if options.block_kib else BLOCK_SIZES
         throughput(options.rounds, options.min_bytes, options.io_threads, sizes, console)
     else:
