@@ -423,14 +423,16 @@ class MooncakeTier(RemoteTier):
         """
         outcome = LoadOutcome(error=error)
         fault = 0
-        seen: set[OffloadKey] = set()
+        failed: set[OffloadKey] = set()
         for key, host_id in zip(job.keys, job.host_ids):
             result = found.get(key)
-            if key in seen:
-                if isinstance(result, int) and result >= 0 and host_id != targets[key]:
+            if isinstance(result, int) and result >= 0:
+                if host_id != targets[key]:
                     self._rows[host_id][:] = self._rows[targets[key]]
                 continue
-            seen.add(key)
+            if key in failed:
+                continue
+            failed.add(key)
             if isinstance(result, BadValueError):
                 if key in rejected:
                     outcome.unreachable.append(key)
@@ -444,10 +446,8 @@ class MooncakeTier(RemoteTier):
                 outcome.gone.append(key)
             elif result in MASTER_FAULTS:
                 fault = fault or result
-            elif result < 0:
+            else:
                 outcome.unreachable.append(key)
-            elif host_id != targets[key]:
-                self._rows[host_id][:] = self._rows[targets[key]]
         if outcome.error is None and fault:
             outcome.error = MasterFaultError(fault)
         return outcome
