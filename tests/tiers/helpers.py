@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import ClassVar
 
 import torch
@@ -256,12 +256,7 @@ class RemoteTierMachine(RuleBasedStateMachine):
         job = next(self.jobs)
         if not self.tier.submit_load(TierJob(job, [key(i) for i in keys], list(range(len(keys))))):
             return
-        result = drain(self.tier, [job])[job]
-        for row, i in enumerate(keys):
-            if result.success:
-                assert torch.equal(self.host[row], remote_content(i)), f"key {i} loaded other bytes"
-            else:
-                assert not self.host[row].any(), "a failed load leaves zeros"
+        self.assert_loaded(drain(self.tier, [job])[job], keys, range(len(keys)))
 
     @rule(
         keys=st.lists(st.integers(0, REMOTE_KEYS - 1), min_size=1, max_size=REMOTE_HOST_BLOCKS),
@@ -280,11 +275,15 @@ class RemoteTierMachine(RuleBasedStateMachine):
                 submitted[job] = range(start, end)
         results = drain(self.tier, list(submitted))
         for job, rows in submitted.items():
-            for row in rows:
-                if results[job].success:
-                    assert torch.equal(self.host[row], remote_content(keys[row])), f"key {keys[row]} loaded other bytes"
-                else:
-                    assert not self.host[row].any(), "a failed load leaves zeros"
+            self.assert_loaded(results[job], keys, rows)
+
+    def assert_loaded(self, result: TransferResult, keys: Sequence[int], rows: Iterable[int]) -> None:
+        """Host block ``row`` holds key ``keys[row]``'s content if ``result`` succeeded, else zeros."""
+        for row in rows:
+            if result.success:
+                assert torch.equal(self.host[row], remote_content(keys[row])), f"key {keys[row]} loaded other bytes"
+            else:
+                assert not self.host[row].any(), "a failed load leaves zeros"
 
     @rule(i=st.integers(0, REMOTE_KEYS - 1))
     def lookup(self, i: int) -> None:
