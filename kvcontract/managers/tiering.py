@@ -94,6 +94,13 @@ class _RequestPrefix:
     keys: list[OffloadKey] = field(default_factory=list[OffloadKey])
 
 
+@dataclass(frozen=True, slots=True)
+class _WaitingForRoom:
+    """Per-request state: until when the request asks again for primary room to promote into (``None``: not waiting)."""
+
+    deadline: float | None
+
+
 @dataclass
 class _TierCounters:
     hits: int = 0
@@ -117,10 +124,15 @@ class _TierState:
 
 
 class TieringOffloadingManager(OffloadingManager):
-    """``primary`` (host memory) in front of ``tiers``, searched in order on a primary miss."""
+    """``primary`` (host memory) in front of ``tiers``, searched in order on a primary miss.
 
-    def __init__(self, primary: OffloadingManager, tiers: Sequence[SecondaryTier]) -> None:
+    A request whose promotion finds no free primary block waits up to ``room_wait`` seconds
+    for one (its lookups answer ``RETRY``) while other jobs hold primary blocks.
+    """
+
+    def __init__(self, primary: OffloadingManager, tiers: Sequence[SecondaryTier], *, room_wait: float = 2.0) -> None:
         self._primary = primary
+        self._room_wait = room_wait
         self._tiers = [_TierState(tier) for tier in tiers]
         self._promoting: dict[OffloadKey, bool] = {}
         self._job_ids = itertools.count(1)
@@ -163,7 +175,7 @@ class TieringOffloadingManager(OffloadingManager):
             tier_answer = state.tier.lookup(key)
             state.counters.lookups += 1
             if tier_answer is LookupResult.HIT:
-                return self._start_promotion(key, state, self._prefix(req_context))
+                return self._start_promotion(key, state, self._prefix(req_context), req_context)
             retry = retry or tier_answer is LookupResult.RETRY
         return LookupResult.RETRY if retry else LookupResult.MISS
 
@@ -175,29 +187,52 @@ class TieringOffloadingManager(OffloadingManager):
             req_context.set_state(prefix)
         return prefix
 
-    def _start_promotion(self, key: OffloadKey, state: _TierState, prefix: _RequestPrefix) -> LookupResult:
+    def _start_promotion(
+        self, key: OffloadKey, state: _TierState, prefix: _RequestPrefix, req_context: ReqContext
+    ) -> LookupResult:
         """Reserve a primary block for ``key``; the blocks the request already found stay.
 
         A key of the request's prefix that the primary no longer holds (its promotion
         failed earlier in this step) gets a block from ``prepare_store`` too: that block is
-        freed again, and the key leaves the prefix.
+        freed again, and the key leaves the prefix. Without room, the request waits
+        (:meth:`_room_comes`) rather than computing what the tier holds.
         """
         plan = self._primary.prepare_store([*prefix.keys, key], self._own)
         if plan is not None and plan.evicted_keys:
             for listener in self._eviction_listeners:
                 listener(plan.evicted_keys)
         if plan is None or key not in plan.keys_to_store:
-            return LookupResult.MISS
+            return LookupResult.RETRY if self._room_comes(req_context) else LookupResult.MISS
         reserved = dict(zip(plan.keys_to_store, _block_ids(plan.store_spec)))
         block = reserved.pop(key)
         if reserved:
             self._primary.complete_store(list(reserved), self._own, success=False)
             prefix.keys = [k for k in prefix.keys if k not in reserved]
         prefix.keys.append(key)
+        if req_context.get_state(_WaitingForRoom) is not None:
+            req_context.set_state(_WaitingForRoom(None))  # room came: a later wait gets a deadline of its own
         state.queued.append((key, block))
         state.counters.hits += 1
         self._promoting[key] = False
         return LookupResult.RETRY
+
+    def _room_comes(self, req_context: ReqContext) -> bool:
+        """Whether a request that found no primary block for a promotion should ask again (``RETRY``).
+
+        Primary blocks held by promotions, cascades and callers' loads are freed when those
+        jobs end, which takes a few steps: a restarted engine that looks up every waiting
+        request at once would otherwise compute what its tier holds for all but the first
+        few. The wait ends when nothing is held any more (the request's own prefix does not
+        fit: it computes the rest) or after ``room_wait`` seconds.
+        """
+        if not (self._promoting or self._loads or any(state.cascades for state in self._tiers)):
+            return False
+        now = time.monotonic()
+        waiting = req_context.get_state(_WaitingForRoom)
+        if waiting is None or waiting.deadline is None:
+            waiting = _WaitingForRoom(now + self._room_wait)
+            req_context.set_state(waiting)
+        return now < waiting.deadline
 
     @override
     def prepare_load(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> LoadStoreSpec:

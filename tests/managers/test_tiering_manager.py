@@ -44,12 +44,12 @@ class RecordingPrimary(CPUOffloadingManager):
 
 
 def setup(
-    capacity: int = 4, tiers: int = 1
+    capacity: int = 4, tiers: int = 1, room_wait: float = 2.0
 ) -> tuple[TieringOffloadingManager, CPUOffloadingManager, list[ControlledTier], torch.Tensor]:
     host = torch.zeros((capacity, BLOCK_BYTES), dtype=torch.uint8)
     primary = CPUOffloadingManager(capacity)
     controlled = [ControlledTier(host, f"t{i}") for i in range(tiers)]
-    return TieringOffloadingManager(primary, controlled), primary, controlled, host
+    return TieringOffloadingManager(primary, controlled, room_wait=room_wait), primary, controlled, host
 
 
 def store(manager: TieringOffloadingManager, host: torch.Tensor, keys: list[OffloadKey], success: bool = True) -> None:
@@ -87,12 +87,64 @@ def test_tier_hit_is_promoted_and_answers_retry_until_it_lands() -> None:
     assert stats.tiers[0].bytes_read == BLOCK_BYTES
 
 
-def test_tier_hit_is_a_miss_when_the_primary_has_no_room() -> None:
+def test_tier_hit_waits_for_primary_room_while_a_load_holds_it() -> None:
     manager, _, (tier,), host = setup(capacity=1)
+    store(manager, host, [key(1)])
+    tier.finish()
+    manager.prepare_load([key(1)], ctx)
+    tier.blocks[key(2)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    assert manager.lookup(key(2), ctx) is LookupResult.RETRY
+    assert tier.calls == ["store:1"]
+    manager.complete_load([key(1)], ctx)
+    assert manager.lookup(key(2), ctx) is LookupResult.RETRY
+    manager.end_step()
+    assert tier.calls == ["store:1", "load:1"]
+    tier.finish()
+    assert manager.lookup(key(2), ctx) is LookupResult.HIT
+
+
+def test_tier_hit_is_a_miss_without_primary_room_past_the_wait() -> None:
+    manager, _, (tier,), host = setup(capacity=1, room_wait=0.0)
     store(manager, host, [key(1)])
     manager.prepare_load([key(1)], ctx)
     tier.blocks[key(2)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
-    assert manager.lookup(key(2), ctx) is LookupResult.MISS
+    assert manager.lookup(key(2), ReqContext("waits")) is LookupResult.MISS
+
+
+def test_tier_hit_is_a_miss_when_the_request_s_own_prefix_fills_the_primary() -> None:
+    manager, _, (tier,), _ = setup(capacity=1)
+    tier.blocks[key(2)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    tier.blocks[key(3)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    request = ReqContext("alone")
+    assert manager.lookup(key(2), request) is LookupResult.RETRY
+    manager.end_step()
+    tier.finish()
+    assert manager.lookup(key(2), request) is LookupResult.HIT
+    assert manager.lookup(key(3), request) is LookupResult.MISS
+
+
+def test_requests_looked_up_together_find_every_block_the_tier_holds() -> None:
+    """A restarted engine looks up every waiting request at once; the primary holds one request's blocks.
+
+    Regression: the second request's promotion found no room and answered MISS, so an engine
+    computed half of what its file tier held.
+    """
+    manager, _, (tier,), _ = setup(capacity=2)
+    first, second = ReqContext("a"), ReqContext("b")
+    for i in (1, 2, 3, 4):
+        tier.blocks[key(i)] = torch.full((BLOCK_BYTES,), i, dtype=torch.uint8)
+    assert [manager.lookup(key(i), first) for i in (1, 2)] == [LookupResult.RETRY] * 2
+    assert manager.lookup(key(3), second) is LookupResult.RETRY
+    manager.end_step()
+    tier.finish()
+    assert [manager.lookup(key(i), first) for i in (1, 2)] == [LookupResult.HIT] * 2
+    manager.prepare_load([key(1), key(2)], first)
+    assert manager.lookup(key(3), second) is LookupResult.RETRY
+    manager.complete_load([key(1), key(2)], first)
+    assert [manager.lookup(key(i), second) for i in (3, 4)] == [LookupResult.RETRY] * 2
+    manager.end_step()
+    tier.finish()
+    assert [manager.lookup(key(i), second) for i in (3, 4)] == [LookupResult.HIT] * 2
 
 
 def test_a_block_wanted_twice_is_promoted_once() -> None:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from vllm.v1.kv_offload.base import ConfigInfo
 from vllm.v1.kv_offload.config import OffloadingConfig
-from vllm.v1.kv_offload.cpu.common import CPUOffloadingInfo
 
 from kvcontract.config import CPUManagerConfig, FileTierConfig, KVContractConfig
 from kvcontract.config.tiers import TierConfig
 from kvcontract.integrations.vllm.capacity import offload_block_bytes
+from kvcontract.integrations.vllm.releases import ConfigInfo, CPUOffloadingInfo
 
 __all__ = ["KVContractOffloadingInfo", "KVContractTierInfo"]
 

@@ -8,12 +8,11 @@ A stored event says ``removal_expected``, as vLLM's own CPU manager does: kvcont
 managers and tiers report every stored block again when they drop it, so vLLM keeps the
 block's event payload until then. From vLLM 0.34 a stored event also carries the request
 that stored it (``req_context``), from which vLLM's self-describing events
-(``self_describing_kv_events``) build the block's tokens; vLLM 0.33's events have no such field.
+(``self_describing_kv_events``) build the block's tokens; vLLM 0.33 and 0.32 have no such field.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 
 from vllm.v1.kv_offload.base import Locality, Medium
@@ -23,6 +22,7 @@ from vllm.v1.kv_offload.base import ReqContext as VLLMReqContext
 
 from kvcontract.contracts import OffloadingEvent
 from kvcontract.integrations.vllm.keys import as_vllm_keys
+from kvcontract.integrations.vllm.releases import EVENTS_CARRY_REQUEST
 
 __all__ = ["as_vllm_events"]
 
@@ -30,9 +30,6 @@ _MEDIA: dict[str, tuple[Medium, Locality | None]] = {
     "CPU": (Medium.CPU, Locality.LOCAL),
     "FILE": (Medium.STORAGE, Locality.LOCAL),
 }
-
-_CARRIES_REQUEST = "req_context" in {field.name for field in dataclasses.fields(VLLMOffloadingEvent)}
-"""Whether vLLM's events carry the storing request (0.34 on)."""
 
 _NO_REQUESTS: Mapping[VLLMOffloadKey, VLLMReqContext] = {}
 
@@ -58,7 +55,7 @@ def as_vllm_events(
             ownership=ownership,
             removal_expected=stored,
         )
-        if _CARRIES_REQUEST and stored and keys:
+        if EVENTS_CARRY_REQUEST and stored and keys:
             vllm_event.req_context = stored_by.get(keys[0])
         converted.append(vllm_event)
     return converted

@@ -4,9 +4,12 @@ A user who sets nothing cannot mix models: vLLM's model name, KV-cache dtype, KV
 (their layers, tokens per block, sliding windows), bytes per block, host layout and the
 worker's parallel position all enter the identity, so engines of one model and layout
 share blocks and any other engine's are misses. vLLM does not hand its offloading backends
-the model's revision or its prefix-caching hash algorithm; the kvcontract config's
-``identity.revision`` and ``identity.hash_scheme`` record them where a fleet mixes them
-(keys hashed by different algorithms differ in any case).
+the model's revision, so the revision is what the model directory holds
+(:func:`~kvcontract.integrations.model_files.model_revision`: its config and a sample of its
+weights, or a hub snapshot's commit): other weights at one path are another identity. The
+kvcontract config's ``identity.revision`` replaces it where nothing on disk tells (a loader
+that changes weights), and ``identity.hash_scheme`` records vLLM's prefix-caching hash
+algorithm where a fleet mixes them (keys hashed by different algorithms differ in any case).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from vllm.v1.kv_offload.config import OffloadingConfig
 
 from kvcontract.config import ConfigError, IdentityConfig, KVContractConfig
 from kvcontract.contracts import BlockIdentity
+from kvcontract.integrations.model_files import model_revision
+from kvcontract.integrations.vllm.releases import sliding_window_in_chunks
 
 __all__ = ["vllm_identity"]
 
@@ -41,7 +46,7 @@ def vllm_identity(config: OffloadingConfig, kvcontract: KVContractConfig, block_
     block_tokens = groups[0].tokens_per_block if groups else layout.block_tokens
     return BlockIdentity(
         model=config.model.name,
-        revision=named.revision,
+        revision=named.revision or model_revision(config.model.name),
         dtype=config.model.dtype,
         num_layers=layers,
         num_kv_heads=0,
@@ -62,9 +67,7 @@ def vllm_identity(config: OffloadingConfig, kvcontract: KVContractConfig, block_
             (
                 "groups",
                 ";".join(
-                    _group(
-                        group.group_id, group.tokens_per_block, group.layer_names, group.sliding_window_size_in_chunks
-                    )
+                    _group(group.group_id, group.tokens_per_block, group.layer_names, sliding_window_in_chunks(group))
                     for group in groups
                 ),
             ),

@@ -39,19 +39,20 @@ from typing import Protocol, cast
 
 from typing_extensions import override
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import OffloadingConnectorStats
-from vllm.v1.kv_offload.base import ConfigInfoMapping, RequestOffloadingContext, ScheduleEndContext
 from vllm.v1.kv_offload.base import LookupResult as VLLMLookupResult
 from vllm.v1.kv_offload.base import OffloadingEvent as VLLMOffloadingEvent
 from vllm.v1.kv_offload.base import OffloadingManager as VLLMOffloadingManager
 from vllm.v1.kv_offload.base import OffloadKey as VLLMOffloadKey
 from vllm.v1.kv_offload.base import PrepareStoreOutput as VLLMPrepareStoreOutput
 from vllm.v1.kv_offload.base import ReqContext as VLLMReqContext
+from vllm.v1.kv_offload.base import RequestOffloadingContext, ScheduleEndContext
 from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
 from kvcontract.contracts import LoadStoreSpec, LookupResult, OffloadingManager, OffloadKey, ReqContext
 from kvcontract.integrations.vllm.events import as_vllm_events
 from kvcontract.integrations.vllm.host_spec import KVContractHostSpec
 from kvcontract.integrations.vllm.keys import as_key_list, as_key_sequence
+from kvcontract.integrations.vllm.releases import ConfigInfoMapping
 from kvcontract.integrations.vllm.request_tokens import RequestTokens, tokens_of
 from kvcontract.integrations.vllm.stats import StatsReporter
 from kvcontract.integrations.vllm.steps import find_work_between_steps

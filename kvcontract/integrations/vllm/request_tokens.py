@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 from vllm.v1.kv_offload.base import ReqContext as VLLMReqContext
 
-__all__ = ["RequestTokens", "tokens_of"]
+from kvcontract.integrations.vllm.releases import CONTEXTS_COUNT_TOKENS
 
-_COUNTED = hasattr(VLLMReqContext, "num_computed_tokens")
-"""Whether vLLM's contexts count tokens (0.34 on)."""
+__all__ = ["RequestTokens", "tokens_of"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,7 @@ class RequestTokens:
 
 def tokens_of(context: VLLMReqContext) -> RequestTokens | None:
     """The counts vLLM's ``context`` reports now, or ``None`` on a vLLM whose contexts have none (0.33)."""
-    if not _COUNTED:
+    if not CONTEXTS_COUNT_TOKENS:
         return None
     return RequestTokens(
         context.num_computed_tokens, context.num_in_flight_tokens, context.num_prompt_tokens, context.num_tokens

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, cast
 
 import torch
 from typing_extensions import override
-from vllm.v1.kv_offload.base import ConfigInfoMapping, Locality, Medium, OffloadingSpec, RequestOffloadingContext
+from vllm.v1.kv_offload.base import Locality, Medium, OffloadingSpec, RequestOffloadingContext
 from vllm.v1.kv_offload.base import LookupResult as VLLMLookupResult
 from vllm.v1.kv_offload.base import OffloadingEvent as VLLMOffloadingEvent
 from vllm.v1.kv_offload.base import OffloadKey as VLLMOffloadKey
@@ -38,6 +38,7 @@ from kvcontract.integrations.vllm.config_info import KVContractTierInfo
 from kvcontract.integrations.vllm.events import as_vllm_events
 from kvcontract.integrations.vllm.identity import vllm_identity
 from kvcontract.integrations.vllm.keys import as_contract_keys
+from kvcontract.integrations.vllm.releases import ConfigInfoMapping
 
 __all__ = ["KVContractSecondaryTier"]
 

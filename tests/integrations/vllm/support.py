@@ -272,7 +272,8 @@ class Engine:
         )
         jobs = set(meta.store_jobs) | set(meta.load_jobs)
         if self.worker is None:
-            connector_output = _all_done(jobs, {job.req_id for job in meta.load_jobs.values() if not job.sync})
+            loads = meta.load_jobs.values()  # vLLM 0.32's jobs do not say whether they are synchronous
+            connector_output = _all_done(jobs, {job.req_id for job in loads if not getattr(job, "sync", False)})
         else:
             connector_output = self._worker_step(meta, jobs, output.finished_req_ids)
         running = [request.request_id for request in self.scheduler.running]

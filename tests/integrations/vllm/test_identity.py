@@ -17,6 +17,7 @@ from vllm.v1.kv_offload.tiering.factory import SecondaryTierFactory
 
 from kvcontract.config import ConfigError
 from kvcontract.integrations.vllm import KVContractOffloadingSpec, KVContractSecondaryTier
+from tests.integrations.support import save_model
 from tests.integrations.vllm.support import SPEC_PATH, offloading_config
 from tests.integrations.vllm.test_secondary_tier import CHUNK_BYTES, CHUNKS, finished, job, keys
 from tests.tiers.redis.support import lru_server_or_skip
@@ -62,6 +63,22 @@ OTHER_ENGINES: dict[str, Engines] = {
 def test_another_model_dtype_or_rank_is_another_identity(pair: str) -> None:
     first, second = OTHER_ENGINES[pair]
     assert spec_of(first()).identity.fingerprint != spec_of(second()).identity.fingerprint
+
+
+def test_other_weights_at_the_model_s_path_are_another_identity(tmp_path: Path) -> None:
+    path = str(save_model(tmp_path / "model", seed=1))
+    before = spec_of(engine(model=path)).identity
+    assert before.revision.startswith("files:")
+    save_model(tmp_path / "model", seed=2)
+    assert spec_of(engine(model=path)).identity.fingerprint != before.fingerprint
+
+
+def test_a_revision_in_the_kvcontract_config_replaces_what_the_directory_says(tmp_path: Path) -> None:
+    path = str(save_model(tmp_path / "model", seed=1))
+    config = dataclasses.replace(
+        engine(model=path), extra_config={**SPEC_PATH, "kvcontract": {"identity": {"revision": "ft-2026-12"}}}
+    )
+    assert spec_of(config).identity.revision == "ft-2026-12"
 
 
 def test_identity_fields_vllm_decides_are_refused_in_the_kvcontract_config() -> None:

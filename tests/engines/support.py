@@ -1,0 +1,152 @@
+"""What the real-engine tests share: a tiny model made at test time, the workload, and one engine run.
+
+The model is a Llama with random weights (fixed seed, float32, no tokenizer: prompts are token
+ids), small enough that an engine starts in seconds on two cores. Each engine runs in a process of
+its own (``engine_run.py``); a test compares every token of its runs with the same engine
+without offloading.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+BLOCK_SIZE = 32
+"""Tokens per GPU block: vLLM's CPU build refuses 16."""
+VOCAB = 1024
+RUN_LIMIT_S = 300.0
+"""Guard against a hang only: an engine run takes 10-30 s here."""
+SPEC = {"spec_name": "KVContractOffloadingSpec", "spec_module_path": "kvcontract.integrations.vllm"}
+"""The two keys of ``kv_connector_extra_config`` that name kvcontract's spec."""
+
+
+@dataclass(frozen=True)
+class TinyModel:
+    """A Llama-shaped model: ``layers`` layers of ``hidden`` wide, KV heads of 64."""
+
+    layers: int = 2
+    hidden: int = 128
+    heads: int = 2
+    kv_heads: int = 1
+    seed: int = 0
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def block_bytes(self) -> int:
+        """Bytes of one GPU block of KV over all layers (float32)."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * BLOCK_SIZE * 4
+
+    def kv_layout(self) -> dict[str, object]:
+        """The ``kv_layout`` of a kvcontract config for this model (a tiering manager needs it)."""
+        return {
+            "num_layers": self.layers,
+            "num_kv_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "dtype": "float32",
+        }
+
+    def save(self, directory: Path) -> Path:
+        """Random weights of this shape and seed, written as ``save_pretrained`` writes them."""
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        torch.manual_seed(self.seed)
+        config = LlamaConfig(
+            hidden_size=self.hidden,
+            intermediate_size=2 * self.hidden,
+            num_hidden_layers=self.layers,
+            num_attention_heads=self.heads,
+            num_key_value_heads=self.kv_heads,
+            vocab_size=VOCAB,
+            max_position_embeddings=4096,
+            torch_dtype="float32",
+        )
+        LlamaForCausalLM(config).save_pretrained(directory, safe_serialization=True)
+        return directory
+
+
+def shared_prefix_prompts(
+    groups: int = 4, per_group: int = 4, prefix: int = 256, suffix: int = 32, seed: int = 1
+) -> list[list[int]]:
+    """``groups`` prefixes of ``prefix`` tokens, each followed by ``per_group`` suffixes of ``suffix`` tokens."""
+    draw = random.Random(seed)
+    prompts: list[list[int]] = []
+    for _ in range(groups):
+        head = [draw.randrange(VOCAB) for _ in range(prefix)]
+        prompts += [head + [draw.randrange(VOCAB) for _ in range(suffix)] for _ in range(per_group)]
+    return prompts
+
+
+@dataclass
+class EngineRun:
+    """One engine's life: its model and offloading, then passes of prompts, the prefix cache reset between them."""
+
+    model: str
+    offload: dict[str, Any] | None
+    passes: list[list[list[int]]]
+    gpu_blocks: int = 64
+    block_size: int = BLOCK_SIZE
+    max_num_seqs: int = 4
+    max_num_batched_tokens: int = 1024
+    max_model_len: int = 1024
+    max_tokens: int = 8
+    memory_fraction: float = 0.1
+    """Of the machine's memory, what vLLM's CPU build may reserve (its check runs before the KV cache is sized)."""
+    reset_prefix_cache: bool = True
+    control: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What one pass generated and the engine's counters after it."""
+
+    tokens: list[list[int]]
+    counters: dict[str, float]
+
+    def counter(self, name: str) -> float:
+        return self.counters.get(name, 0.0)
+
+
+def run_engine(run: EngineRun, workdir: Path) -> list[Pass]:
+    """Start ``run``'s engine in a process of its own and return each pass; its log is in ``workdir``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    request, result, log = workdir / "run.json", workdir / "out.json", workdir / "engine.log"
+    fields = asdict(run)
+    env = {**os.environ, **fields.pop("env")}
+    request.write_text(json.dumps(fields))
+    with log.open("wb") as output:
+        finished = subprocess.run(
+            [sys.executable, "-m", "tests.engines.engine_run", str(request), str(result)],
+            cwd=REPOSITORY,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            timeout=RUN_LIMIT_S,
+            check=False,
+        )
+    if finished.returncode != 0:
+        tail = log.read_text(errors="replace").splitlines()[-40:]
+        raise AssertionError(f"the engine exited {finished.returncode}; the end of {log}:\n" + "\n".join(tail))
+    return [Pass(**item) for item in json.loads(result.read_text())["passes"]]
+
+
+def offload(**kvcontract: Any) -> dict[str, Any]:
+    """``kv_connector_extra_config`` for kvcontract's spec with the kvcontract config ``kvcontract``."""
+    return {**SPEC, "kvcontract": kvcontract}
+
+
+def differing(tokens: list[list[int]], expected: list[list[int]]) -> list[int]:
+    """The prompts whose generated tokens differ from ``expected``."""
+    assert len(tokens) == len(expected)
+    return [index for index, (got, want) in enumerate(zip(tokens, expected, strict=True)) if got != want]

@@ -1,0 +1,11 @@
+"""The one test that reports why the real-engine tests did not run (see conftest.py)."""
+
+from __future__ import annotations
+
+from tests.engines.conftest import ENGINE_MISSING
+from tests.required_parts import skip_unless_required
+
+
+def test_vllm_engine_is_available() -> None:
+    if ENGINE_MISSING is not None:
+        skip_unless_required("engine", f"the real-engine tests {ENGINE_MISSING}")

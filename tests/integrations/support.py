@@ -1,0 +1,16 @@
+"""What the integration tests share across engines: model folders as engines find them on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def save_model(directory: Path, seed: int, *, layers: int = 2, size: int = 1 << 20) -> Path:
+    """A model folder as ``save_pretrained`` leaves it: a config, one safetensors file of ``size`` bytes of weights."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps({"model_type": "llama", "num_hidden_layers": layers}))
+    header = json.dumps({"weight": {"dtype": "F32", "shape": [size // 4], "data_offsets": [0, size]}}).encode()
+    weights = bytes((seed * 7919 + i * 31) % 251 for i in range(size))
+    (directory / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + weights)
+    return directory
