@@ -229,10 +229,11 @@ class TieringOffloadingManager(OffloadingManager):
             return False
         now = time.monotonic()
         waiting = req_context.get_state(_WaitingForRoom)
-        if waiting is None or waiting.deadline is None:
-            waiting = _WaitingForRoom(now + self._room_wait)
-            req_context.set_state(waiting)
-        return now < waiting.deadline
+        deadline = None if waiting is None else waiting.deadline
+        if deadline is None:
+            deadline = now + self._room_wait
+            req_context.set_state(_WaitingForRoom(deadline))
+        return now < deadline
 
     @override
     def prepare_load(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> LoadStoreSpec:

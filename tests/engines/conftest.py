@@ -88,3 +88,11 @@ def without_offloading(tmp_path_factory: pytest.TempPathFactory) -> Callable[[En
         return seen[key]
 
     return reference
+
+
+@pytest.fixture
+def shm(tmp_path: Path) -> Iterator[Path]:
+    """The host-memory file the engine's scheduler maps to reach its worker's host blocks, removed afterwards."""
+    path = Path("/dev/shm") / f"kvcontract-test-{tmp_path.name}"
+    yield path
+    path.unlink(missing_ok=True)

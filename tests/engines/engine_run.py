@@ -12,73 +12,100 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+import torch
+from typing_extensions import override
+from vllm.v1.kv_offload.base import CanonicalKVCaches
+
+from kvcontract.contracts import (
+    GPULoadStoreSpec,
+    LoadStoreSpec,
+    OffloadingWorker,
+    TransferResult,
+)
 
 
-def zero_loaded_blocks() -> None:
-    """The control: every block kvcontract loads into the KV cache is zeroed once its load is done."""
-    import torch
-    from vllm.v1.kv_offload.base import CanonicalKVCaches
+class ZeroingWorker(OffloadingWorker):
+    """The control's worker: ``inner``'s, but every block it loads into ``kv_caches`` is zeroed once the load is done."""
 
-    from kvcontract.contracts import GPULoadStoreSpec, OffloadingWorker
-    from kvcontract.integrations.vllm import worker as adapter
+    def __init__(self, inner: OffloadingWorker, kv_caches: list[list[torch.Tensor]]) -> None:
+        self._inner = inner
+        self._kv_caches = kv_caches
+        self._loads: dict[int, Sequence[int]] = {}
 
-    original_init = adapter.KVContractOffloadingWorker.__init__
-    original_submit = adapter.KVContractOffloadingWorker.submit_load
-    original_finished = adapter.KVContractOffloadingWorker.get_finished
-    tensors: list[list[torch.Tensor]] = []
-    loads: dict[int, GPULoadStoreSpec] = {}
+    @override
+    def submit_store(self, job_id: int, src: GPULoadStoreSpec, dst: LoadStoreSpec) -> bool:
+        return self._inner.submit_store(job_id, src, dst)
 
-    def init(
-        self: adapter.KVContractOffloadingWorker, inner: OffloadingWorker, kv_caches: CanonicalKVCaches, **kwargs: Any
-    ) -> None:
-        original_init(self, inner, kv_caches, **kwargs)
-        tensors.extend(adapter.group_tensors(kv_caches))
+    @override
+    def submit_load(self, job_id: int, src: LoadStoreSpec, dst: GPULoadStoreSpec) -> bool:
+        self._loads[job_id] = dst.block_ids
+        return self._inner.submit_load(job_id, src, dst)
 
-    def submit_load(
-        self: adapter.KVContractOffloadingWorker, job_id: int, src_spec: Any, device_ptrs: Any, expedited: bool = False
-    ) -> bool:
-        target = self._device_side(job_id, device_ptrs)
-        if target is not None:
-            loads[job_id] = target
-        return original_submit(self, job_id, src_spec, device_ptrs, expedited)
-
-    def get_finished(self: adapter.KVContractOffloadingWorker) -> list[Any]:
-        results = original_finished(self)
+    @override
+    def get_finished(self) -> list[TransferResult]:
+        results = self._inner.get_finished()
         for result in results:
-            target = loads.pop(result.job_id, None)
-            if target is not None and result.success:
-                ids = torch.as_tensor(list(target.block_ids), dtype=torch.long)
-                for group in tensors:
+            blocks = self._loads.pop(result.job_id, None)
+            if blocks is not None and result.success:
+                ids = torch.tensor(blocks, dtype=torch.long)
+                for group in self._kv_caches:
                     for tensor in group:
                         tensor.index_fill_(0, ids, 0)
         return results
 
-    adapter.KVContractOffloadingWorker.__init__ = init  # type: ignore[method-assign]
-    adapter.KVContractOffloadingWorker.submit_load = submit_load  # type: ignore[method-assign]
-    adapter.KVContractOffloadingWorker.get_finished = get_finished  # type: ignore[method-assign]
+    @override
+    def wait(self, job_ids: Collection[int]) -> None:
+        self._inner.wait(job_ids)
+
+    @override
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+
+def zero_loaded_blocks() -> None:
+    """The control: kvcontract's vLLM worker drives a :class:`ZeroingWorker` in this process."""
+    from kvcontract.integrations.vllm import worker as adapter
+
+    build = adapter.KVContractOffloadingWorker.__init__
+
+    def zeroing(
+        self: adapter.KVContractOffloadingWorker,
+        inner: OffloadingWorker,
+        kv_caches: CanonicalKVCaches,
+        *,
+        blocks_per_offload_block: int = 1,
+    ) -> None:
+        control = ZeroingWorker(inner, adapter.group_tensors(kv_caches))
+        build(self, control, kv_caches, blocks_per_offload_block=blocks_per_offload_block)
+
+    setattr(adapter.KVContractOffloadingWorker, "__init__", zeroing)
 
 
 def counters(llm: Any) -> dict[str, float]:
-    """The engine's counters and gauges whose names speak of offloading or the prefix cache."""
+    """The engine's counters and gauges whose names speak of offloading, the prefix cache or preemption."""
     from vllm.v1.metrics.reader import Counter, Gauge
 
     found: dict[str, float] = {}
     for metric in llm.get_metrics():
-        if isinstance(metric, (Counter, Gauge)) and ("offload" in metric.name or "prefix_cache" in metric.name):
+        if isinstance(metric, (Counter, Gauge)) and any(
+            word in metric.name for word in ("offload", "prefix_cache", "preempt")
+        ):
             found[metric.name] = found.get(metric.name, 0.0) + float(metric.value)
     return found
 
 
 def main(run_path: str, out_path: str) -> None:
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core in this process, where the control reaches it
     run = json.loads(Path(run_path).read_text())
     if run.get("control") == "zero_loaded_blocks":
         zero_loaded_blocks()
     from vllm import LLM, SamplingParams
     from vllm.config import KVTransferConfig
+    from vllm.inputs import TokensPrompt
 
     options: dict[str, Any] = {}
     if run["offload"] is not None:
@@ -104,7 +131,7 @@ def main(run_path: str, out_path: str) -> None:
     sampling = SamplingParams(temperature=0.0, max_tokens=run["max_tokens"], ignore_eos=True)
     passes: list[dict[str, Any]] = []
     for prompts in run["passes"]:
-        outputs = llm.generate([{"prompt_token_ids": prompt} for prompt in prompts], sampling, use_tqdm=False)
+        outputs = llm.generate([TokensPrompt(prompt_token_ids=prompt) for prompt in prompts], sampling, use_tqdm=False)
         tokens = [list(output.outputs[0].token_ids) for output in outputs]
         passes.append({"tokens": tokens, "counters": counters(llm)})
         if run["reset_prefix_cache"]:

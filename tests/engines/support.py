@@ -60,7 +60,7 @@ class TinyModel:
         import torch
         from transformers import LlamaConfig, LlamaForCausalLM
 
-        torch.manual_seed(self.seed)
+        torch.manual_seed(self.seed)  # pyright: ignore[reportUnknownMemberType]  (torch leaves its seed unannotated)
         config = LlamaConfig(
             hidden_size=self.hidden,
             intermediate_size=2 * self.hidden,
@@ -69,9 +69,9 @@ class TinyModel:
             num_key_value_heads=self.kv_heads,
             vocab_size=VOCAB,
             max_position_embeddings=4096,
-            torch_dtype="float32",
         )
-        LlamaForCausalLM(config).save_pretrained(directory, safe_serialization=True)
+        model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]  # transformers' models are unannotated
+        model.save_pretrained(directory)  # pyright: ignore[reportUnknownMemberType]  (likewise); float32, safetensors
         return directory
 
 
@@ -123,13 +123,13 @@ def run_engine(run: EngineRun, workdir: Path) -> list[Pass]:
     workdir.mkdir(parents=True, exist_ok=True)
     request, result, log = workdir / "run.json", workdir / "out.json", workdir / "engine.log"
     fields = asdict(run)
-    env = {**os.environ, **fields.pop("env")}
+    del fields["env"]
     request.write_text(json.dumps(fields))
     with log.open("wb") as output:
         finished = subprocess.run(
             [sys.executable, "-m", "tests.engines.engine_run", str(request), str(result)],
             cwd=REPOSITORY,
-            env=env,
+            env={**os.environ, **run.env},
             stdout=output,
             stderr=subprocess.STDOUT,
             timeout=RUN_LIMIT_S,
@@ -150,3 +150,23 @@ def differing(tokens: list[list[int]], expected: list[list[int]]) -> list[int]:
     """The prompts whose generated tokens differ from ``expected``."""
     assert len(tokens) == len(expected)
     return [index for index, (got, want) in enumerate(zip(tokens, expected, strict=True)) if got != want]
+
+
+LOADED = "vllm:kv_offload_load_bytes"
+STORED = "vllm:kv_offload_store_bytes"
+EXTERNAL_HITS = "vllm:external_prefix_cache_hits"
+EXTERNAL_QUERIES = "vllm:external_prefix_cache_queries"
+PREEMPTIONS = "vllm:num_preemptions"
+"""The engine's counters the tests read: bytes kvcontract moved, tokens vLLM found offloaded."""
+
+
+def assert_exact_and_loaded(passes: list[Pass], reference: list[Pass]) -> None:
+    """Every token of every pass as without offloading, and the second pass loaded blocks from kvcontract."""
+    for number, (got, want) in enumerate(zip(passes, reference, strict=True)):
+        assert differing(got.tokens, want.tokens) == [], (
+            f"pass {number}: outputs differ from the engine without offloading"
+        )
+    first, second = passes
+    assert first.counter(STORED) > 0
+    assert second.counter(LOADED) > first.counter(LOADED)
+    assert second.counter(EXTERNAL_HITS) > first.counter(EXTERNAL_HITS)

@@ -7,42 +7,30 @@ every block kvcontract loads must change an output: it shows the comparison bite
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.engines.conftest import RunEngine
-from tests.engines.support import EngineRun, Pass, TinyModel, differing, offload, shared_prefix_prompts
+from tests.engines.support import (
+    LOADED,
+    PREEMPTIONS,
+    EngineRun,
+    Pass,
+    TinyModel,
+    assert_exact_and_loaded,
+    differing,
+    offload,
+    shared_prefix_prompts,
+)
 
 PROMPTS = shared_prefix_prompts()
-LOADED = "vllm:kv_offload_load_bytes"
-STORED = "vllm:kv_offload_store_bytes"
-EXTERNAL_HITS = "vllm:external_prefix_cache_hits"
-
-
-def shared_memory(tmp_path: Path) -> Path:
-    """A host-memory file the engine's scheduler maps (its tiers read the worker's host blocks): in /dev/shm."""
-    return Path("/dev/shm") / f"kvcontract-test-{uuid.uuid4().hex}"
-
-
-def assert_exact_and_loaded(passes: list[Pass], reference: list[Pass]) -> None:
-    """Every token of every pass as without offloading, and the second pass loaded blocks from kvcontract."""
-    for number, (got, want) in enumerate(zip(passes, reference, strict=True)):
-        assert differing(got.tokens, want.tokens) == [], (
-            f"pass {number}: outputs differ from the engine without offloading"
-        )
-    first, second = passes
-    assert first.counter(STORED) > 0
-    assert second.counter(LOADED) > first.counter(LOADED)
-    assert second.counter(EXTERNAL_HITS) > first.counter(EXTERNAL_HITS)
 
 
 @pytest.mark.parametrize("policy", ["lru", "arc"])
 def test_the_cpu_manager_is_exact(
-    tiny_model: tuple[TinyModel, object],
+    tiny_model: tuple[TinyModel, Path],
     engine: RunEngine,
     without_offloading: Callable[[EngineRun], list[Pass]],
     policy: str,
@@ -53,7 +41,7 @@ def test_the_cpu_manager_is_exact(
 
 
 def test_the_reuse_filter_is_exact(
-    tiny_model: tuple[TinyModel, object], engine: RunEngine, without_offloading: Callable[[EngineRun], list[Pass]]
+    tiny_model: tuple[TinyModel, Path], engine: RunEngine, without_offloading: Callable[[EngineRun], list[Pass]]
 ) -> None:
     _, path = tiny_model
     manager = {"capacity": "64MiB", "admission": {"kind": "reuse", "store_threshold": 2}}
@@ -62,7 +50,7 @@ def test_the_reuse_filter_is_exact(
 
 
 def test_a_control_that_zeroes_loaded_blocks_changes_outputs(
-    tiny_model: tuple[TinyModel, object], engine: RunEngine, without_offloading: Callable[[EngineRun], list[Pass]]
+    tiny_model: tuple[TinyModel, Path], engine: RunEngine, without_offloading: Callable[[EngineRun], list[Pass]]
 ) -> None:
     _, path = tiny_model
     run = EngineRun(str(path), offload(manager={"capacity": "64MiB"}), [PROMPTS, PROMPTS], control="zero_loaded_blocks")
@@ -73,22 +61,23 @@ def test_a_control_that_zeroes_loaded_blocks_changes_outputs(
     assert differing(second.tokens, reference[1].tokens) != []
 
 
-def tiering(model: TinyModel, shm: Path, secondary: dict[str, object], host_blocks: int = 16) -> dict[str, Any]:
-    """kvcontract's spec with a tiering manager: ``host_blocks`` of host memory over the tier ``secondary``."""
-    return offload(
-        kv_layout=model.kv_layout(),
-        manager={"kind": "tiering", "primary": {"capacity": host_blocks}, "secondary": [secondary]},
-        transfer={"shared_memory_path": str(shm)},
-    )
-
-
-def test_tiering_over_the_file_tier_is_exact(
-    tiny_model: tuple[TinyModel, Path],
-    engine: RunEngine,
-    without_offloading: Callable[[EngineRun], list[Pass]],
-    tmp_path: Path,
+def test_preempted_requests_resume_exactly(
+    tiny_model: tuple[TinyModel, Path], engine: RunEngine, without_offloading: Callable[[EngineRun], list[Pass]]
 ) -> None:
-    model, path = tiny_model
-    config = tiering(model, shared_memory(tmp_path), {"kind": "file", "path": str(tmp_path / "tier"), "capacity": 256})
-    run = EngineRun(str(path), config, [PROMPTS, PROMPTS])
-    assert_exact_and_loaded(engine(run), without_offloading(run))
+    """A KV cache of 16 blocks for four requests that share 8 and grow to 3 more each: vLLM preempts and resumes them."""
+    _, path = tiny_model
+    prompts = shared_prefix_prompts(groups=2, per_group=4)
+    run = EngineRun(
+        str(path),
+        offload(manager={"capacity": "64MiB"}),
+        [prompts],
+        gpu_blocks=16,
+        max_model_len=448,
+        max_tokens=64,
+        reset_prefix_cache=False,
+    )
+    (only,) = engine(run)
+    (reference,) = without_offloading(run)
+    assert only.counter(PREEMPTIONS) > 0
+    assert only.counter(LOADED) > 0
+    assert differing(only.tokens, reference.tokens) == []
