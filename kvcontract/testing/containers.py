@@ -74,8 +74,8 @@ class OnePass(Iterator[_T]):
 
     def __init__(self, items: Iterable[_T]) -> None:
         self._items = iter(tuple(items))
-        self.spent = False
-        self.read_again = False
+        self.spent: bool = False
+        self.read_again: bool = False
 
     @override
     def __iter__(self) -> OnePass[_T]:
@@ -148,11 +148,11 @@ _RULES: dict[Kind, str] = {
 
 # Lists first: hypothesis shrinks toward the first choice, so a failure that lists also show is
 # reported with a list and its own rule, and only one that needs another form names the form.
-sequence_forms = st.sampled_from([Form.LIST, Form.TUPLE, Form.BARE_SEQUENCE])
+sequence_forms: st.SearchStrategy[Form] = st.sampled_from([Form.LIST, Form.TUPLE, Form.BARE_SEQUENCE])
 """The containers passed where a contract says ``Sequence``."""
-iterable_forms = st.sampled_from([Form.LIST, Form.ONE_PASS, Form.SET])
+iterable_forms: st.SearchStrategy[Form] = st.sampled_from([Form.LIST, Form.ONE_PASS, Form.SET])
 """The containers passed where a contract says ``Iterable`` (a set, as vLLM passes one)."""
-collection_forms = st.sampled_from([Form.LIST, Form.TUPLE, Form.SET])
+collection_forms: st.SearchStrategy[Form] = st.sampled_from([Form.LIST, Form.TUPLE, Form.SET])
 """The containers passed where a contract says ``Collection``."""
 
 

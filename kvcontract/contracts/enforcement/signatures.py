@@ -30,7 +30,7 @@ from kvcontract.contracts.enforcement.members import contract_methods, from_mixi
 
 __all__ = ["check_override_signatures"]
 
-is_subhint: Callable[[object, object], bool] = cast(Callable[[object, object], bool], _beartype_is_subhint)
+_subhint: Callable[[object, object], bool] = cast(Callable[[object, object], bool], _beartype_is_subhint)
 """beartype's ``is_subhint`` for hints read at run time, which no checker can see as type forms."""
 
 _MISSING = object()
@@ -203,12 +203,12 @@ def _is_subhint(narrower: object, wider: object) -> bool:
     except TypeError as error:
         if "unhashable" not in str(error):
             raise
-        return is_subhint(narrower, wider)
+        return _subhint(narrower, wider)
 
 
 @lru_cache(maxsize=4096)
 def _cached_is_subhint(narrower: object, wider: object) -> bool:
-    return is_subhint(narrower, wider)
+    return _subhint(narrower, wider)
 
 
 def _what_it_gives(hint: object) -> str:
