@@ -6,6 +6,7 @@ import ast
 import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 from hypothesis import given
@@ -191,6 +192,29 @@ def test_an_unresolvable_hint_is_one_warning_line_and_the_class_is_made() -> Non
         "downstream.py",
         6,
     )  # where the method is written (its first decorator)
+
+
+class KeyBatch(Protocol):
+    """A protocol of the author's own, not runtime-checkable: beartype cannot compare a hint with it."""
+
+    def __len__(self) -> int: ...
+
+
+def test_a_hint_beartype_cannot_compare_is_one_warning_line_and_the_class_is_made() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+
+        class Batched(RecordingManager):
+            @override
+            def touch(self, keys: KeyBatch, req_context: ReqContext) -> None:  # wider: the type checkers accept it
+                return None
+
+    assert Batched.__name__ == "Batched"
+    [warning] = [w for w in caught if w.category is ContractHintWarning]
+    assert (
+        "Batched.touch: cannot compare the hint KeyBatch of parameter 'keys' with the contract's Sequence[OffloadKey]"
+        in str(warning.message)
+    )
 
 
 # The reference model: the container forms a caller may pass, ordered by what they promise.

@@ -86,7 +86,7 @@ class _Override:
             hint = _MISSING if found is None else hints.get(found.name, _MISSING)
             if found is None or expected is _MISSING or hint is _MISSING:
                 continue
-            if not self._accepts(f"parameter {found.name!r}", expected, hint):
+            if not self._keeps(f"parameter {found.name!r}", hint, expected, parameter=True):
                 problems.append(
                     f"{where} parameter {found.name!r} is {short_type_name(hint)} where {contract_fn.__qualname__} "
                     f"says {short_type_name(expected)}. Fix: annotate it {short_type_name(expected)} (or wider) "
@@ -96,7 +96,7 @@ class _Override:
         if (
             returned is not _MISSING
             and expected is not _MISSING
-            and not self._accepts("the return", returned, expected)
+            and not self._keeps("the return", returned, expected, parameter=False)
         ):
             problems.append(
                 f"{where} returns {short_type_name(returned)} where {contract_fn.__qualname__} says "
@@ -113,14 +113,17 @@ class _Override:
             self._warn(f"cannot resolve {whose} hint `{written}` of {what} ({error})")
         return resolved
 
-    def _accepts(self, what: str, narrower: object, wider: object) -> bool:
-        """Whether ``narrower`` is a subhint of ``wider``; a pair beartype cannot compare passes, with a warning."""
+    def _keeps(self, what: str, own: object, contract: object, *, parameter: bool) -> bool:
+        """Whether the hint ``own`` keeps ``contract``'s: wider for a parameter, narrower for the return.
+
+        A pair beartype cannot compare passes, with a warning.
+        """
         try:
-            return _is_subhint(narrower, wider)
+            return _is_subhint(contract, own) if parameter else _is_subhint(own, contract)
         except Exception as error:  # beartype refuses some hints; any refusal is reported alike
             self._warn(
-                f"cannot compare the hint {short_type_name(narrower)} of {what} with {short_type_name(wider)} "
-                f"({type(error).__name__}: {error})"
+                f"cannot compare the hint {short_type_name(own)} of {what} with the contract's "
+                f"{short_type_name(contract)} ({type(error).__name__}: {error})"
             )
             return True
 
