@@ -1,4 +1,4 @@
-"""Runtime enforcement of the contracts: ``@override`` at class creation, beartype call checks.
+"""Runtime enforcement of the contracts: ``@override`` and the hints of overrides at class creation, beartype call checks.
 
 The public names of :mod:`kvcontract.contracts.enforcement`, which holds the code beside the
 contracts. Three modes, from ``KVCONTRACT_CHECKS`` or :func:`configure`: ``off`` removes the
@@ -12,6 +12,7 @@ from kvcontract.contracts.enforcement.call_checks import unchecked
 from kvcontract.contracts.enforcement.classes import configure, enforce_class
 from kvcontract.contracts.enforcement.errors import (
     ContractDefinitionError,
+    ContractHintWarning,
     ContractViolation,
     contract_violations,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "ENV_VAR",
     "CheckMode",
     "ContractDefinitionError",
+    "ContractHintWarning",
     "ContractViolation",
     "checked",
     "checks_enabled",

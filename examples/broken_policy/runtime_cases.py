@@ -8,6 +8,7 @@ from typing_extensions import override
 
 from kvcontract import BlockStatus, CachePolicy, LookupResult, OffloadKey, ReqContext, make_offload_key
 from kvcontract.managers import CPUOffloadingManager
+from kvcontract.policies import LRUPolicy
 
 KEYS = [make_offload_key(bytes([i]) * 8) for i in range(3)]
 
@@ -24,6 +25,18 @@ def define_policy_without_override() -> type:
             return None
 
     return ForgetfulPolicy
+
+
+def define_policy_with_narrowed_touch() -> type:
+    """Class creation fails: ``touch`` takes a ``list`` where ``CachePolicy.touch`` says ``Sequence``."""
+
+    class SortingPolicy(LRUPolicy):
+        @override
+        def touch(self, keys: list[OffloadKey]) -> None:
+            keys.sort()
+            super().touch(keys)
+
+    return SortingPolicy
 
 
 def generator_to_prepare_store() -> None:

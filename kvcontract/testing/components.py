@@ -23,7 +23,7 @@ from kvcontract.testing.policy_rules import PolicyFactory
 from kvcontract.testing.tier_rules import TierFactory
 from kvcontract.testing.worker_rules import WorkerFactory
 
-__all__ = ["ComponentError", "ComponentOutcome", "check_component", "read_components"]
+__all__ = ["ComponentError", "ComponentOutcome", "check_component", "component_entries", "read_components", "resolve"]
 
 Kind = Literal["policy", "manager", "tier", "worker"]
 _KINDS: tuple[tuple[type, Kind], ...] = (
@@ -77,17 +77,21 @@ class ComponentOutcome:
 
 def read_components(table: Mapping[str, object]) -> list[ComponentSpec]:
     """The components of ``[tool.kvcontract]`` (``table``), imported and with their kind."""
+    return [resolve(entry) for entry in component_entries(table)]
+
+
+def component_entries(table: Mapping[str, object]) -> list[object]:
+    """The entries of ``[tool.kvcontract] components``, not yet imported."""
     entries = table.get("components", [])
     if not isinstance(entries, list):
         raise ComponentError(
             "[tool.kvcontract] components: give a list of 'module:Name' strings or {path, kind} tables"
         )
-    return [
-        _resolve(entry) for entry in cast("list[object]", entries)
-    ]  # a TOML array: its items are checked one by one
+    return cast("list[object]", entries)  # a TOML array: its items are checked one by one by resolve()
 
 
-def _resolve(entry: object) -> ComponentSpec:
+def resolve(entry: object) -> ComponentSpec:
+    """One entry of ``components``, imported, with its kind; :class:`ComponentError` in one line if it cannot be."""
     kind: str | None = None
     if isinstance(entry, dict):
         fields = cast("dict[str, object]", entry)  # a TOML table has string keys
@@ -104,6 +108,10 @@ def _resolve(entry: object) -> ComponentSpec:
             f"component {path}: cannot import it ({error}); install the project that holds it "
             "(pip install -e . in its folder) or put its folder on PYTHONPATH"
         ) from None
+    except Exception as error:  # its module raised while running: a class refused at creation, most often
+        raise ComponentError(
+            f"component {path}: importing {module_name} raised {type(error).__name__}: {error}"
+        ) from error
     if kind is None:
         # Implementations inherit the contract explicitly, so its place in the MRO tells the kind.
         ancestors = target.__mro__ if isinstance(target, type) else ()

@@ -24,6 +24,15 @@ from kvcontract.contracts import (
     make_offload_key,
 )
 from kvcontract.testing.conformance import require
+from kvcontract.testing.containers import (
+    Form,
+    Param,
+    as_iterable,
+    as_sequence,
+    call_with,
+    iterable_forms,
+    sequence_forms,
+)
 
 __all__ = ["ManagerFactory", "manager_machine"]
 
@@ -32,6 +41,11 @@ ManagerFactory = Callable[[int], OffloadingManager]
 
 _KEYS = 10
 _key_lists = st.lists(st.integers(0, _KEYS - 1), min_size=1, max_size=5, unique=True)
+_PREPARE_STORE = Param("OffloadingManager.prepare_store", "keys", "Sequence")
+_COMPLETE_STORE = Param("OffloadingManager.complete_store", "keys", "Iterable")
+_PREPARE_LOAD = Param("OffloadingManager.prepare_load", "keys", "Sequence")
+_COMPLETE_LOAD = Param("OffloadingManager.complete_load", "keys", "Iterable")
+_TOUCH = Param("OffloadingManager.touch", "keys", "Sequence")
 
 
 @dataclass
@@ -75,11 +89,12 @@ def manager_machine(factory: ManagerFactory) -> type[RuleBasedStateMachine]:
         def _answers(self) -> dict[OffloadKey, LookupResult]:
             return {_key(n): self.manager.lookup(_key(n), self.context) for n in range(_KEYS)}
 
-        @rule(numbers=_key_lists)
-        def prepare_store(self, numbers: list[int]) -> None:
+        @rule(numbers=_key_lists, form=sequence_forms)
+        def prepare_store(self, numbers: list[int], form: Form) -> None:
             keys = [_key(n) for n in numbers]
             before = self._answers()
-            output = self.manager.prepare_store(keys, self.context)
+            passed = as_sequence(form, keys)
+            output = call_with(_PREPARE_STORE, form, passed, lambda: self.manager.prepare_store(passed, self.context))
             if output is None:
                 require(
                     self._answers() == before, "a prepare_store that returns None changes nothing", "lookups changed"
@@ -126,57 +141,75 @@ def manager_machine(factory: ManagerFactory) -> type[RuleBasedStateMachine]:
                 f"{len(self.blocks)}",
             )
 
-        @rule(numbers=_key_lists, success=st.booleans())
-        def complete_store(self, numbers: list[int], success: bool) -> None:
+        @rule(numbers=_key_lists, success=st.booleans(), form=iterable_forms)
+        def complete_store(self, numbers: list[int], success: bool, form: Form) -> None:
             keys = [_key(n) for n in numbers if _key(n) in self.blocks and not self.blocks[_key(n)].readable]
             if not keys:
                 return
-            self.manager.complete_store(keys, self.context, success)
+            passed = as_iterable(form, keys)
+            call_with(_COMPLETE_STORE, form, passed, lambda: self.manager.complete_store(passed, self.context, success))
             for key in keys:
                 if success:
                     self.blocks[key].readable = True
                 else:
                     del self.blocks[key]
 
-        @rule(numbers=_key_lists)
-        def load(self, numbers: list[int]) -> None:
+        @rule(numbers=_key_lists, form=sequence_forms)
+        def load(self, numbers: list[int], form: Form) -> None:
             keys = [_key(n) for n in numbers if _key(n) in self.blocks and self.blocks[_key(n)].readable]
             if not keys:
                 return
-            ids = _ids(self.manager.prepare_load(keys, self.context))
+            passed = as_sequence(form, keys)
+            ids = _ids(call_with(_PREPARE_LOAD, form, passed, lambda: self.manager.prepare_load(passed, self.context)))
             require(ids == [self.blocks[k].block_id for k in keys], "load ids equal store ids, in key order", f"{ids}")
             for key in keys:
                 self.blocks[key].pins += 1
 
-        @rule(numbers=_key_lists)
-        def complete_load(self, numbers: list[int]) -> None:
+        @rule(numbers=_key_lists, form=iterable_forms)
+        def complete_load(self, numbers: list[int], form: Form) -> None:
             keys = [_key(n) for n in numbers if _key(n) in self.blocks and self.blocks[_key(n)].pins]
             if keys:
-                self.manager.complete_load(keys, self.context)
+                passed = as_iterable(form, keys)
+                call_with(_COMPLETE_LOAD, form, passed, lambda: self.manager.complete_load(passed, self.context))
                 for key in keys:
                     self.blocks[key].pins -= 1
 
-        @rule(numbers=_key_lists)
-        def touch(self, numbers: list[int]) -> None:
-            self.manager.touch([_key(n) for n in numbers], self.context)
+        @rule(numbers=_key_lists, form=sequence_forms)
+        def touch(self, numbers: list[int], form: Form) -> None:
+            passed = as_sequence(form, [_key(n) for n in numbers])
+            call_with(_TOUCH, form, passed, lambda: self.manager.touch(passed, self.context))
 
-        @rule(numbers=_key_lists)
-        def load_unreadable(self, numbers: list[int]) -> None:
+        @rule(numbers=_key_lists, form=sequence_forms)
+        def load_unreadable(self, numbers: list[int], form: Form) -> None:
             keys = [_key(n) for n in numbers]
             if all(k in self.blocks and self.blocks[k].readable for k in keys):
                 return
             before = self._answers()
-            refused = _raises(lambda: self.manager.prepare_load(keys, self.context))
+            passed = as_sequence(form, keys)
+            refused = _raises(
+                lambda: call_with(
+                    _PREPARE_LOAD, form, passed, lambda: self.manager.prepare_load(passed, self.context), (ValueError,)
+                )
+            )
             require(refused, "prepare_load of a block that is not readable is refused", f"{[k.hex() for k in keys]}")
             require(self._answers() == before, "a refused call changes nothing", "lookups changed")
 
-        @rule(numbers=_key_lists)
-        def complete_unpinned_load(self, numbers: list[int]) -> None:
+        @rule(numbers=_key_lists, form=iterable_forms)
+        def complete_unpinned_load(self, numbers: list[int], form: Form) -> None:
             keys = [_key(n) for n in numbers]
             if all(k in self.blocks and self.blocks[k].pins for k in keys):
                 return
             before = self._answers()
-            refused = _raises(lambda: self.manager.complete_load(keys, self.context))
+            passed = as_iterable(form, keys)
+            refused = _raises(
+                lambda: call_with(
+                    _COMPLETE_LOAD,
+                    form,
+                    passed,
+                    lambda: self.manager.complete_load(passed, self.context),
+                    (ValueError,),
+                )
+            )
             require(
                 refused, "complete_load of a block that is not being loaded is refused", f"{[k.hex() for k in keys]}"
             )

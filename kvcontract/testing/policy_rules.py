@@ -15,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from kvcontract.contracts import BlockStatus, CachePolicy, OffloadKey, make_offload_key
 from kvcontract.testing.conformance import require
+from kvcontract.testing.containers import Form, Param, as_sequence, call_with, sequence_forms
 
 __all__ = ["PolicyFactory", "policy_machine"]
 
@@ -23,6 +24,9 @@ PolicyFactory = Callable[[int], CachePolicy]
 
 _KEYS = 10
 _key_numbers = st.integers(0, _KEYS - 1)
+_TOUCH_KEYS = Param("CachePolicy.touch", "keys", "Sequence")
+_INSERT_KEYS = Param("CachePolicy.insert_many", "keys", "Sequence")
+_INSERT_BLOCKS = Param("CachePolicy.insert_many", "blocks", "Sequence")
 
 
 def _key(number: int) -> OffloadKey:
@@ -76,19 +80,35 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
         def fill(self) -> None:
             # As a manager stores after evicting: new blocks take the room, so the order has something to say.
             absent = [number for number in range(_KEYS) if _key(number) not in self.blocks]
-            self.insert_many(absent[: self.capacity - len(self.blocks)])
+            self.insert_many(absent[: self.capacity - len(self.blocks)], Form.LIST, Form.LIST)
 
-        @rule(numbers=st.lists(_key_numbers, min_size=1, max_size=4, unique=True))
-        def insert_many(self, numbers: list[int]) -> None:
-            keys = [_key(number) for number in numbers]
-            blocks = [BlockStatus(number, 0) for number in numbers]
+        @rule(
+            numbers=st.lists(_key_numbers, min_size=1, max_size=4, unique=True),
+            keys_form=sequence_forms,
+            blocks_form=sequence_forms,
+        )
+        def insert_many(self, numbers: list[int], keys_form: Form, blocks_form: Form) -> None:
+            keys = as_sequence(keys_form, [_key(number) for number in numbers])
+            blocks = as_sequence(blocks_form, [BlockStatus(number, 0) for number in numbers])
+
+            def insert_many(expected: tuple[type[BaseException], ...] = ()) -> None:
+                call_with(
+                    _INSERT_KEYS,
+                    keys_form,
+                    keys,
+                    lambda: call_with(
+                        _INSERT_BLOCKS, blocks_form, blocks, lambda: self.policy.insert_many(keys, blocks), expected
+                    ),
+                    expected,
+                )
+
             if any(key in self.blocks for key in keys) or len(self.blocks) + len(keys) > self.capacity:
                 before = dict(self.blocks)
-                refused = _raises(lambda: self.policy.insert_many(keys, blocks))
+                refused = _raises(lambda: insert_many(_REFUSALS))
                 require(refused, "insert_many of a held key, or past capacity, is refused", "it was accepted")
                 self._unchanged(before, "a refused insert_many changes nothing (all or nothing)")
                 return
-            self.policy.insert_many(keys, blocks)
+            insert_many()
             if self.order is not None:
                 self.order.insert_many(keys, blocks)
             self.blocks.update(zip(keys, blocks))
@@ -102,11 +122,12 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
             self.blocks.pop(key, None)
             require(self.policy.get(key) is None, "get after remove is None", f"get({key.hex()}) still answers")
 
-        @rule(data=st.data())
-        def touch(self, data: st.DataObject) -> None:
+        @rule(data=st.data(), form=sequence_forms)
+        def touch(self, data: st.DataObject, form: Form) -> None:
             held = sorted(self.blocks)
-            keys = data.draw(st.lists(st.sampled_from(held), min_size=1, unique=True, max_size=4)) if held else []
-            self.policy.touch(keys)
+            drawn = data.draw(st.lists(st.sampled_from(held), min_size=1, unique=True, max_size=4)) if held else []
+            keys = as_sequence(form, drawn)
+            call_with(_TOUCH_KEYS, form, keys, lambda: self.policy.touch(keys))
             if self.order is not None:
                 self.order.touch(keys)
 
@@ -231,9 +252,13 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
     return PolicyConformance
 
 
+_REFUSALS = (ValueError, KeyError, TypeError)
+"""What a policy may raise to refuse a call."""
+
+
 def _raises(call: Callable[[], object]) -> bool:
     try:
         call()
-    except (ValueError, KeyError, TypeError):
+    except _REFUSALS:
         return True
     return False

@@ -19,6 +19,7 @@ from typing_extensions import override
 
 from kvcontract.contracts import LookupResult, OffloadKey, SecondaryTier, TierJob, TransferResult, make_offload_key
 from kvcontract.testing.conformance import require
+from kvcontract.testing.containers import Form, Param, as_sequence, call_with, sequence_forms
 
 __all__ = ["BLOCK_BYTES", "HOST_BLOCKS", "CorruptHook", "TierFactory", "tier_machine"]
 
@@ -33,6 +34,8 @@ CorruptHook = Callable[[SecondaryTier, OffloadKey], None]
 """Damages the stored value of a key, as a disk or another writer could."""
 
 _KEYS = 6
+_JOB_KEYS = Param("TierJob", "keys", "Sequence")
+_TOUCH = Param("SecondaryTier.touch", "keys", "Sequence")
 _JOB_SECONDS = 10.0
 
 
@@ -81,27 +84,34 @@ def tier_machine(factory: TierFactory, corrupt: CorruptHook | None) -> type[Rule
             require(False, "every submitted job is reported", f"job {job} not reported within {_JOB_SECONDS} s")
             raise AssertionError("unreachable")
 
-        def _load(self, number: int, host: int) -> TransferResult | None:
-            self.host[host].zero_()
-            job = next(self.jobs)
-            if not self.tier.submit_load(TierJob(job, [_key(number)], [host])):
-                return None
-            return self._finish(job)
+        def _job(self, number: int, host: int, form: Form) -> TierJob:
+            """A job of one key, its ``keys`` and ``host_block_ids`` in ``form``."""
+            return TierJob(next(self.jobs), as_sequence(form, [_key(number)]), as_sequence(form, [host]))
 
-        @rule(number=st.integers(0, _KEYS - 1), host=st.integers(0, HOST_BLOCKS - 1))
-        def store(self, number: int, host: int) -> None:
+        def _submitted(self, submit: Callable[[TierJob], bool], job: TierJob, form: Form) -> bool:
+            return call_with(_JOB_KEYS, form, job.keys, lambda: submit(job))
+
+        def _load(self, number: int, host: int, form: Form = Form.LIST) -> TransferResult | None:
+            self.host[host].zero_()
+            job = self._job(number, host, form)
+            if not self._submitted(self.tier.submit_load, job, form):
+                return None
+            return call_with(_JOB_KEYS, form, job.keys, lambda: self._finish(job.job_id))
+
+        @rule(number=st.integers(0, _KEYS - 1), host=st.integers(0, HOST_BLOCKS - 1), form=sequence_forms)
+        def store(self, number: int, host: int, form: Form) -> None:
             self.host[host] = _pattern(number)
-            job = next(self.jobs)
-            if self.tier.submit_store(TierJob(job, [_key(number)], [host])):  # noqa: SIM102  # see below
+            job = self._job(number, host, form)
+            if self._submitted(self.tier.submit_store, job, form):  # noqa: SIM102  # see below
                 # Two steps, kept as two: with them joined, the derandomized search of the kit's own
                 # test of a tier that serves another key meets hypothesis's FlakyStrategyDefinition.
-                if self._finish(job).success:
+                if call_with(_JOB_KEYS, form, job.keys, lambda: self._finish(job.job_id)).success:
                     self.stored.add(number)
 
-        @rule(number=st.integers(0, _KEYS - 1), host=st.integers(0, HOST_BLOCKS - 1))
-        def load(self, number: int, host: int) -> None:
+        @rule(number=st.integers(0, _KEYS - 1), host=st.integers(0, HOST_BLOCKS - 1), form=sequence_forms)
+        def load(self, number: int, host: int, form: Form) -> None:
             hit = self.tier.lookup(_key(number)) is LookupResult.HIT
-            result = self._load(number, host)
+            result = self._load(number, host, form)
             if result is None:
                 require(not hit, "a block the tier reports as a HIT can be loaded", f"submit_load refused key {number}")
                 return
@@ -138,8 +148,9 @@ def tier_machine(factory: TierFactory, corrupt: CorruptHook | None) -> type[Rule
                 f"key {number}",
             )
 
-        @rule(numbers=st.lists(st.integers(0, _KEYS - 1), max_size=4, unique=True))
-        def touch(self, numbers: list[int]) -> None:
-            self.tier.touch([_key(number) for number in numbers])
+        @rule(numbers=st.lists(st.integers(0, _KEYS - 1), max_size=4, unique=True), form=sequence_forms)
+        def touch(self, numbers: list[int], form: Form) -> None:
+            keys = as_sequence(form, [_key(number) for number in numbers])
+            call_with(_TOUCH, form, keys, lambda: self.tier.touch(keys))
 
     return TierConformance

@@ -18,6 +18,7 @@ from typing_extensions import override
 
 from kvcontract.contracts import BlockIdsSpec, GPULoadStoreSpec, OffloadingWorker, TransferResult
 from kvcontract.testing.conformance import require
+from kvcontract.testing.containers import Form, Param, as_collection, call_with, collection_forms
 
 __all__ = ["GPU_BLOCKS", "HOST_BLOCKS", "WorkerFactory", "worker_machine"]
 
@@ -30,6 +31,7 @@ WorkerFactory = Callable[[Sequence[torch.Tensor], int], OffloadingWorker]
 """What ``check_worker`` is given: builds a worker over per-layer KV caches with that many host blocks."""
 
 _JOB_SECONDS = 10.0
+_WAIT = Param("OffloadingWorker.wait", "job_ids", "Collection")
 _block_lists = st.lists(st.integers(0, GPU_BLOCKS - 1), min_size=1, max_size=4, unique=True)
 
 
@@ -52,8 +54,9 @@ def worker_machine(factory: WorkerFactory, layer_shape: tuple[int, ...], layers:
         def teardown(self) -> None:
             self.worker.shutdown()
 
-        def _finish(self, job: int) -> TransferResult:
-            self.worker.wait([job])
+        def _finish(self, job: int, form: Form) -> TransferResult:
+            job_ids = as_collection(form, [job])
+            call_with(_WAIT, form, job_ids, lambda: self.worker.wait(job_ids))
             deadline = time.monotonic() + _JOB_SECONDS
             while time.monotonic() < deadline:
                 results = self.worker.get_finished()
@@ -68,8 +71,8 @@ def worker_machine(factory: WorkerFactory, layer_shape: tuple[int, ...], layers:
             require(False, "every submitted job is reported", f"job {job} not reported")
             raise AssertionError("unreachable")
 
-        @rule(gpu=_block_lists, data=st.data())
-        def store(self, gpu: list[int], data: st.DataObject) -> None:
+        @rule(gpu=_block_lists, data=st.data(), form=collection_forms)
+        def store(self, gpu: list[int], data: st.DataObject, form: Form) -> None:
             host = data.draw(
                 st.lists(st.integers(0, HOST_BLOCKS - 1), min_size=len(gpu), max_size=len(gpu), unique=True)
             )
@@ -79,13 +82,13 @@ def worker_machine(factory: WorkerFactory, layer_shape: tuple[int, ...], layers:
                 "a valid store is accepted",
                 f"{gpu} -> {host}",
             )
-            result = self._finish(job)
+            result = self._finish(job, form)
             require(result.success, "a valid store succeeds", f"{gpu} -> {host}")
             for g, h in zip(gpu, host):
                 self.host[h] = [cache[g].clone() for cache in self.caches]
 
-        @rule(data=st.data())
-        def load(self, data: st.DataObject) -> None:
+        @rule(data=st.data(), form=collection_forms)
+        def load(self, data: st.DataObject, form: Form) -> None:
             if not self.host:
                 return
             host = data.draw(st.lists(st.sampled_from(sorted(self.host)), min_size=1, max_size=4, unique=True))
@@ -101,7 +104,7 @@ def worker_machine(factory: WorkerFactory, layer_shape: tuple[int, ...], layers:
                 "a valid load is accepted",
                 f"{host} -> {gpu}",
             )
-            require(self._finish(job).success, "a valid load succeeds", f"{host} -> {gpu}")
+            require(self._finish(job, form).success, "a valid load succeeds", f"{host} -> {gpu}")
             for h, g in zip(host, gpu):
                 for layer, cache in enumerate(self.caches):
                     require(
@@ -120,7 +123,7 @@ def worker_machine(factory: WorkerFactory, layer_shape: tuple[int, ...], layers:
                 return
             if accepted:
                 require(
-                    not self._finish(job).success,
+                    not self._finish(job, Form.LIST).success,
                     "a job naming blocks out of range is refused or fails",
                     f"host ids {host}",
                 )

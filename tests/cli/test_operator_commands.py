@@ -156,6 +156,41 @@ def test_check_names_a_component_it_cannot_import(tmp_path: Path, capsys: pytest
     assert status == 2 and "cannot import it" in err and "pip install -e ." in err
 
 
+NARROWED = (
+    "from collections.abc import Sequence\n"
+    "from typing_extensions import override\n"
+    "from kvcontract import OffloadKey\n"
+    "from kvcontract.policies import LRUPolicy\n\n"
+    "class Sorting(LRUPolicy):\n"
+    "    @override\n"
+    "    def touch(self, keys: list[OffloadKey]) -> None:\n"
+    "        keys.sort()\n"
+    "        super().touch(keys)\n"
+)
+
+
+def test_check_reports_the_lint_findings_of_a_component_that_does_not_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A class refused at creation stops its module's import; the lint still says why, and the other components run."""
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    (tmp_path / "narrowpolicy.py").write_text(NARROWED)
+    project = tmp_path / "pyproject.toml"
+    project.write_text('[tool.kvcontract]\ncomponents = ["narrowpolicy:Sorting", "kvcontract.policies:LRUPolicy"]\n')
+    status = main(["check", str(tmp_path / "narrowpolicy.py"), "--project", str(project)])
+    captured = capsys.readouterr()
+    assert status == 2
+    assert "narrowpolicy.py:8:" in captured.out and "KVC003" in captured.out, captured.out
+    assert "kvcontract.policies:LRUPolicy: policy conforms" in captured.out
+    [line] = captured.err.splitlines()
+    assert line.startswith(
+        "kvcontract: error: component narrowpolicy:Sorting: importing narrowpolicy raised ContractViolation"
+    )
+    assert (
+        "Sorting.touch parameter 'keys' is list[OffloadKey] where CachePolicy.touch says Sequence[OffloadKey]" in line
+    )
+
+
 @pytest.mark.parametrize(
     "text", ["", "[project]\nname = 'mine'\n", "[tool.kvcontract]\n", "[tool.kvcontract]\ncomponents = []\n"]
 )

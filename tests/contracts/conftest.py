@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 import pytest
-from typing_extensions import override
+from typing_extensions import ParamSpec, override
 
 from kvcontract import (
     BlockIdsSpec,
@@ -17,6 +19,19 @@ from kvcontract import (
     ReqContext,
     make_offload_key,
 )
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def logged(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A wrapping decorator, as a downstream author might stack on a method."""
+
+    @functools.wraps(function)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return function(*args, **kwargs)
+
+    return wrapper
 
 
 class RecordingManager(OffloadingManager):

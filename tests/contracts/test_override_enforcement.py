@@ -2,33 +2,19 @@
 
 from __future__ import annotations
 
-import functools
 import importlib
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Protocol, TypeVar
+from typing import ClassVar, Protocol
 
 import pytest
-from typing_extensions import ParamSpec, override
+from typing_extensions import override
 
 from kvcontract import CachePolicy, ContractDefinitionError, ContractViolation, OffloadKey, ReqContext
 from kvcontract.enforce import configure, unchecked
-from tests.contracts.conftest import RecordingManager
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def logged(function: Callable[_P, _R]) -> Callable[_P, _R]:
-    """A wrapping decorator, as a downstream author might stack on a method."""
-
-    @functools.wraps(function)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        return function(*args, **kwargs)
-
-    return wrapper
+from tests.contracts.conftest import RecordingManager, logged
 
 
 def define_forgetful() -> type:

@@ -62,8 +62,14 @@ LINT_FINDINGS = [
     (
         "KVC001",
         "runtime_cases.py",
-        23,
+        24,
         "method 'touch' of class 'ForgetfulPolicy' overrides kvcontract.contracts.policy.CachePolicy.touch without @override",
+    ),
+    (
+        "KVC003",
+        "runtime_cases.py",
+        35,
+        "parameter 'keys' is Sequence[OffloadKey] in contract method CachePolicy.touch but narrowed to list[OffloadKey] here; accept at least Sequence[OffloadKey]",
     ),
     ("KVC000", "syntax_error.py", 3, "syntax error: invalid syntax"),
 ]
@@ -99,6 +105,20 @@ def test_missing_override_fails_at_class_creation() -> None:
         "broken_policy_runtime_cases.define_policy_without_override.<locals>.ForgetfulPolicy "
         "overrides without @override: touch (overrides kvcontract.contracts.policy.CachePolicy.touch). "
         "Decorate each with @override (from typing_extensions import override)."
+    )
+
+
+def test_a_narrowed_override_fails_at_class_creation() -> None:
+    define: Callable[[], type] = runtime_cases().define_policy_with_narrowed_touch
+    with pytest.raises(ContractViolation) as raised:
+        define()
+    assert str(raised.value) == (
+        "broken_policy_runtime_cases.define_policy_with_narrowed_touch.<locals>.SortingPolicy narrows its "
+        "contract, so a caller may pass what it cannot take: "
+        "define_policy_with_narrowed_touch.<locals>.SortingPolicy.touch parameter 'keys' is list[OffloadKey] "
+        "where CachePolicy.touch says Sequence[OffloadKey]. Fix: annotate it Sequence[OffloadKey] (or wider) "
+        "and use only what a Sequence gives: len(), indexing and repeated passes (list(...) copies it to sort "
+        "or change)."
     )
 
 

@@ -1,9 +1,22 @@
-"""What the integration tests share across engines: model folders as engines find them on disk."""
+"""What the engine integrations' tests share: the methods an adapter overrides, model folders as engines find them."""
 
 from __future__ import annotations
 
 import json
+import types
+from collections.abc import Callable
 from pathlib import Path
+
+
+def engine_methods(adapter: type) -> dict[str, Callable[..., object]]:
+    """The public methods ``adapter``'s engine bases define, each from the nearest base: what it overrides."""
+    methods: dict[str, Callable[..., object]] = {}
+    for base in adapter.__mro__[1:]:
+        for name, member in vars(base).items():
+            function = getattr(member, "__func__", member)
+            if isinstance(function, types.FunctionType) and not name.startswith("_"):
+                methods.setdefault(name, function)
+    return methods
 
 
 def save_model(directory: Path, seed: int, *, layers: int = 2, size: int = 1 << 20) -> Path:

@@ -15,6 +15,7 @@ from kvcontract import (
     OffloadingEvent,
     OffloadingWorker,
     OffloadKey,
+    PrepareStoreOutput,
     ReqContext,
     SecondaryTier,
     TierJob,
@@ -197,6 +198,62 @@ class LoadsWrongBlock(OffloadingWorker):
     @override
     def shutdown(self) -> None:
         self._inner.shutdown()
+
+
+class CopiesTouchedKeys(LRUPolicy):
+    """Annotated as the contract says, but calls a list method on ``keys``: a tuple breaks it."""
+
+    @override
+    def touch(self, keys: Sequence[OffloadKey]) -> None:
+        copied: list[OffloadKey] = getattr(keys, "copy")()  # a list method, which the contract does not give
+        super().touch(copied)
+
+
+class ConcatenatesStores(CPUOffloadingManager):
+    """Appends to its ``keys`` as if they were a list: a tuple or a bare Sequence breaks it."""
+
+    @override
+    def prepare_store(self, keys: Sequence[OffloadKey], req_context: ReqContext) -> PrepareStoreOutput | None:
+        return super().prepare_store(keys + [], req_context)  # type: ignore[operator]  # pyright: ignore[reportOperatorIssue, reportUnknownArgumentType]  # a list's +: the broken case under test
+
+
+class CountsLoadsDone(CPUOffloadingManager):
+    """Takes ``len()`` of the ``Iterable`` its ``complete_load`` is given: a one-pass iterator breaks it."""
+
+    @override
+    def complete_load(self, keys: Iterable[OffloadKey], req_context: ReqContext) -> None:
+        self.loads_done = len(keys)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]  # noqa: KVC005  # len() of an Iterable: the broken case under test
+        super().complete_load(keys, req_context)
+
+
+class ReadsStoresTwice(CPUOffloadingManager):
+    """Passes over the ``Iterable`` its ``complete_store`` is given twice: the second pass of an iterator is empty."""
+
+    @override
+    def complete_store(self, keys: Iterable[OffloadKey], req_context: ReqContext, success: bool = True) -> None:
+        self.stored_now = sum(1 for _ in keys)
+        super().complete_store(keys, req_context, success)
+
+
+class IndexesJobIds(LoadsWrongBlock):
+    """Waits for ``job_ids[0]`` alone: a set, which a ``Collection`` may be, has no index."""
+
+    @override
+    def submit_load(self, job_id: int, src: LoadStoreSpec, dst: GPULoadStoreSpec) -> bool:
+        return self._inner.submit_load(job_id, src, dst)
+
+    @override
+    def wait(self, job_ids: Collection[int]) -> None:
+        self._inner.wait([job_ids[0]])  # type: ignore[index]  # pyright: ignore[reportIndexIssue, reportUnknownArgumentType]  # indexing a Collection: the broken case under test
+
+
+class SortsTouchedKeys(FileTier):
+    """A file tier that sorts the keys it is told to touch in place, as if they were a list."""
+
+    @override
+    def touch(self, keys: Sequence[OffloadKey]) -> None:
+        getattr(keys, "sort")()  # a list method, which the contract does not give
+        super().touch(keys)
 
 
 def corrupt_file_block(tier: SecondaryTier, key: OffloadKey) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kvcontract import OffloadingWorker, SecondaryTier
+from kvcontract import LookupResult, OffloadingWorker, ReqContext, SecondaryTier, make_offload_key
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
 from kvcontract.policies import available_policies, get_policy
 from kvcontract.testing import ConformanceError, check_manager, check_policy, check_tier, check_worker, example_identity
@@ -98,6 +98,74 @@ BROKEN: dict[str, tuple[Callable[[Path], None], str | tuple[str, ...]]] = {
         "a load brings back exactly the bytes stored",
     ),
 }
+
+NEEDS_MORE: dict[str, tuple[Callable[[Path], None], str, str]] = {
+    # A component that needs more than its contract gives: the rule of the parameter, in the contract's words.
+    "policy copies its touched keys": (
+        lambda _: check_policy(support.CopiesTouchedKeys),
+        "`keys` is a `Sequence`: len(), indexing and repeated passes, nothing more",
+        "CachePolicy.touch given keys as a tuple raised AttributeError: 'tuple' object has no attribute 'copy'",
+    ),
+    "manager concatenates to its stores": (
+        lambda _: check_manager(lambda c: support.ConcatenatesStores(c)),
+        "`keys` is a `Sequence`: len(), indexing and repeated passes, nothing more",
+        "OffloadingManager.prepare_store given keys as a tuple raised TypeError",
+    ),
+    "manager counts its loads done": (
+        lambda _: check_manager(lambda c: support.CountsLoadsDone(c)),
+        "`keys` is an `Iterable`: one pass, nothing more (no len(), no indexing, no second pass)",
+        "OffloadingManager.complete_load given keys as a one-pass iterator raised TypeError",
+    ),
+    "manager reads its stores twice": (
+        lambda _: check_manager(lambda c: support.ReadsStoresTwice(c)),
+        "`keys` is an `Iterable`: one pass, nothing more (no len(), no indexing, no second pass)",
+        "OffloadingManager.complete_store iterated keys a second time",
+    ),
+    "worker indexes its job ids": (
+        lambda _: check_worker(lambda caches, n: support.IndexesJobIds(_torch_worker(caches, n), len(caches[0]))),
+        "`job_ids` is a `Collection`: len(), `in` and repeated passes, nothing more (no indexing)",
+        "OffloadingWorker.wait given job_ids as a set raised TypeError",
+    ),
+    "tier sorts its touched keys": (
+        lambda root: check_tier(
+            lambda host: support.SortsTouchedKeys(
+                root / str(time.monotonic_ns()), 16, host, identity=example_identity(int(host.shape[1])), io_threads=2
+            )
+        ),
+        "`keys` is a `Sequence`: len(), indexing and repeated passes, nothing more",
+        "SecondaryTier.touch given keys as a tuple raised AttributeError",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NEEDS_MORE))
+def test_a_component_that_needs_more_than_its_contract_is_caught_with_the_parameters_rule(
+    case: str, tmp_path: Path
+) -> None:
+    run, rule, detail = NEEDS_MORE[case]
+    with pytest.raises(ConformanceError) as caught:
+        run(tmp_path)
+    assert caught.value.rule == rule
+    assert caught.value.detail.startswith(detail), caught.value.detail
+    assert "form=Form." in caught.value.steps, caught.value.steps
+
+
+def test_the_same_components_pass_when_called_with_lists_only() -> None:
+    """Each of them works with lists: only a caller passing what the contract allows exposes it."""
+    ctx = ReqContext("r")
+    keys = [make_offload_key(bytes([n])) for n in range(3)]
+    support.CopiesTouchedKeys(4).touch(keys)
+    manager = support.CountsLoadsDone(4)
+    assert manager.prepare_store(keys, ctx) is not None
+    manager.complete_store(keys, ctx)
+    manager.prepare_load(keys, ctx)
+    manager.complete_load(keys, ctx)
+    assert manager.loads_done == 3
+    twice = support.ReadsStoresTwice(4)
+    twice.prepare_store(keys, ctx)
+    twice.complete_store(keys, ctx)
+    assert twice.lookup(keys[2], ctx) is LookupResult.HIT
+    assert support.ConcatenatesStores(4).prepare_store(keys, ctx) is not None
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))

@@ -1,8 +1,9 @@
-"""Runtime enforcement of the contracts: ``@override`` at class creation, beartype call checks.
+"""Runtime enforcement of the contracts: ``@override`` and override hints at class creation, beartype call checks.
 
 Every class that inherits a contract is processed by :func:`~.classes.enforce_class` when it
 is created (``kvcontract.contracts`` registers it with :mod:`kvcontract.contracts.base`). Its
-overrides must carry ``@override`` (:mod:`.markers`), and the contract methods it implements
+overrides must carry ``@override`` (:mod:`.markers`) and accept at least what their contract
+accepts (:mod:`.signatures`), and the contract methods it implements
 (or takes from a plain mixin, :mod:`.members`) are wrapped so that each call is checked
 against the contract's own signature (:mod:`.call_checks`, worded by :mod:`.errors`);
 structural implementers get the same checks through a proxy (:mod:`.proxies`).

@@ -14,21 +14,25 @@ from kvcontract.contracts.enforcement.members import (
     is_contract,
 )
 from kvcontract.contracts.enforcement.mode import Settings, settings
+from kvcontract.contracts.enforcement.signatures import check_override_signatures
 
 __all__ = ["configure", "enforce_class"]
 
 
 def enforce_class(cls: type) -> None:
-    """Check ``cls``'s overrides for ``@override`` and wrap its contract methods with call checks.
+    """Check ``cls``'s overrides for ``@override`` and against their contract's hints, and wrap its contract
+    methods with call checks.
 
     Contract methods ``cls`` takes from a plain mixin (a class outside the contract
-    hierarchy) are held to the same rule and wrapped on ``cls``. Protocols that extend a
-    contract are contracts themselves and are left as they are.
+    hierarchy) are held to the same rules and wrapped on ``cls``. Protocols that extend a
+    contract are contracts themselves and are left as they are. Both rules hold whatever the
+    call checks' mode: they cost once per class, not per call.
     """
     if is_contract(cls):
         return
     check_override_markers(cls)
     check_mixin_override_markers(cls)
+    check_override_signatures(cls)
     state = settings()
     state.classes.add(cls)
     _apply(cls, state)

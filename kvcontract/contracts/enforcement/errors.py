@@ -22,11 +22,13 @@ __all__ = [
     "PUBLIC_MODULE",
     "CallSite",
     "ContractDefinitionError",
+    "ContractHintWarning",
     "ContractViolation",
     "ParamViolation",
     "ReturnViolation",
     "contract_violations",
     "is_bearable",
+    "short_type_name",
 ]
 
 PUBLIC_MODULE = "kvcontract.enforce"
@@ -40,7 +42,13 @@ class ContractDefinitionError(TypeError):
 
 
 class ContractViolation(TypeError):
-    """A call of a contract method passed or returned a value its contract does not allow."""
+    """A value breaks a contract's hints: a call passed or returned one it does not allow, or an override narrows them."""
+
+    __module__ = PUBLIC_MODULE
+
+
+class ContractHintWarning(UserWarning):
+    """An override's hint that class creation could not resolve or compare with its contract's, so left unchecked."""
 
     __module__ = PUBLIC_MODULE
 
@@ -64,7 +72,8 @@ is_bearable: Callable[[object, object], bool] = cast(Callable[[object, object], 
 """beartype's ``is_bearable`` for hints built at run time, which no checker can see as type forms."""
 
 
-def _short_type_name(hint: object) -> str:
+def short_type_name(hint: object) -> str:
+    """A hint as a reader writes it: ``Sequence[OffloadKey]``, module paths left out."""
     # Python 3.10 counts a parameterized alias (Sequence[OffloadKey]) as a type: its repr names the items
     text = hint.__name__ if isinstance(hint, type) and get_origin(hint) is None else repr(hint)
     return re.sub(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)", r"\1", text)
@@ -123,7 +132,7 @@ class ParamViolation(ContractViolation):
         value = culprits[0] if culprits else None
         found = _PARAMETER_IN_MESSAGE.search(message)
         name = found.group(1) if found else "?"
-        expected = _short_type_name(self.site.annotations.get(name, object))
+        expected = short_type_name(self.site.annotations.get(name, object))
         super().__init__(
             f"{self.site.contract_method} called on {self.site.implementer}: parameter "
             f"{name!r} expects {expected}, "
@@ -142,7 +151,7 @@ class ReturnViolation(ContractViolation):
         _count_violation()
         hint = self.site.annotations["return"]
         received = _received(culprits[0], hint) if culprits else "a value of another type"
-        expected = _short_type_name(self.site.annotations["return"])
+        expected = short_type_name(self.site.annotations["return"])
         super().__init__(
             f"{self.site.contract_method} implemented by {self.site.implementer} returned "
             f"{received}, expected {expected}. Fix: return what the contract declares."
