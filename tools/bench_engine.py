@@ -47,7 +47,7 @@ HOST_BYTES = 3 << 30
 
 
 SPECS: dict[str, dict[str, Any] | None] = {
-    "kvcontract": offload(manager={"capacity": HOST_BYTES}),
+    "kvcontract": {**offload(), "cpu_bytes_to_use": HOST_BYTES},
     "vllm": {"spec_name": "CPUOffloadingSpec", "cpu_bytes_to_use": HOST_BYTES},
     "none": None,
 }

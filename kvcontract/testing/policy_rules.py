@@ -131,6 +131,16 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
             if self.order is not None:
                 self.order.touch(keys)
 
+        @precondition(lambda self: self.order is not None and len(self.blocks) >= 2)
+        @rule(form=sequence_forms)
+        def touch_all_but_newest(self, form: Form) -> None:
+            # Every block but the newest, oldest first: a policy that ranks by recency now evicts the
+            # newest, one that ignores touch the oldest, so the next eviction tells them apart.
+            keys = as_sequence(form, list(self.blocks)[:-1])
+            call_with(_TOUCH_KEYS, form, keys, lambda: self.policy.touch(keys))
+            if self.order is not None:
+                self.order.touch(keys)
+
         @precondition(lambda self: any(block.ref_cnt >= 0 for block in self.blocks.values()))
         @rule(data=st.data(), hint=st.booleans())
         def pin(self, data: st.DataObject, hint: bool) -> None:

@@ -29,13 +29,18 @@ SPEC = {"spec_name": "KVContractOffloadingSpec", "spec_module_path": "kvcontract
 
 @dataclass(frozen=True)
 class TinyModel:
-    """A Llama-shaped model: ``layers`` layers of ``hidden`` wide, KV heads of 64."""
+    """A Llama-shaped model: ``layers`` layers of ``hidden`` wide, KV heads of 64.
+
+    With ``sliding_window`` (tokens) it is Gemma-2-shaped instead: sliding-window layers between
+    full-attention ones, so vLLM keeps two KV-cache groups.
+    """
 
     layers: int = 2
     hidden: int = 128
     heads: int = 2
     kv_heads: int = 1
     seed: int = 0
+    sliding_window: int | None = None
 
     @property
     def head_dim(self) -> int:
@@ -58,20 +63,25 @@ class TinyModel:
     def save(self, directory: Path) -> Path:
         """Random weights of this shape and seed, written as ``save_pretrained`` writes them."""
         import torch
-        from transformers import LlamaConfig, LlamaForCausalLM
+        from transformers import Gemma2Config, Gemma2ForCausalLM, LlamaConfig, LlamaForCausalLM
 
         torch.manual_seed(self.seed)  # pyright: ignore[reportUnknownMemberType]  (torch leaves its seed unannotated)
-        config = LlamaConfig(
-            hidden_size=self.hidden,
-            intermediate_size=2 * self.hidden,
-            num_hidden_layers=self.layers,
-            num_attention_heads=self.heads,
-            num_key_value_heads=self.kv_heads,
-            vocab_size=VOCAB,
-            max_position_embeddings=8192,
-        )
-        model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]  # transformers' models are unannotated
-        model.save_pretrained(directory)  # pyright: ignore[reportUnknownMemberType]  (likewise); float32, safetensors
+        shape = {
+            "hidden_size": self.hidden,
+            "intermediate_size": 2 * self.hidden,
+            "num_hidden_layers": self.layers,
+            "num_attention_heads": self.heads,
+            "num_key_value_heads": self.kv_heads,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 8192,
+        }
+        # transformers' models are unannotated: their calls are untyped and their methods' types unknown
+        if self.sliding_window is None:
+            model = LlamaForCausalLM(LlamaConfig(**shape))  # type: ignore[no-untyped-call]
+        else:
+            config = Gemma2Config(**shape, head_dim=self.head_dim, sliding_window=self.sliding_window)
+            model = Gemma2ForCausalLM(config)  # type: ignore[no-untyped-call]
+        model.save_pretrained(directory)  # pyright: ignore[reportUnknownMemberType]  (float32, safetensors)
         return directory
 
 
