@@ -189,7 +189,9 @@ class FileTierMachine(RuleBasedStateMachine):
         k = data.draw(st.sampled_from(sorted(self.content.keys() - self.corrupt)))
         path = Path(self.names.path_of(k))
         raw = bytearray(path.read_bytes())
+        written = path.stat().st_mtime_ns
         path.write_bytes(bytes(raw[:-1]) if truncate else _flipped(raw, len(raw) - 1))
+        os.utime(path, ns=(written, written))  # the machine's time, not the wall clock's: runs replay alike
         self.corrupt.add(k)
 
     @rule(index=st.integers(0, KEYS - 1), hostile=st.sampled_from(HOSTILE))
@@ -236,6 +238,8 @@ class FileTierMachine(RuleBasedStateMachine):
                 block_file.write_block(
                     BlockLocation(directory, path.name), other, memoryview(bytes(BYTES)), fingerprint=FINGERPRINT
                 )
+                written = next(self.write_times)
+                os.utime(path.name, ns=(written, written), dir_fd=directory, follow_symlinks=False)
             finally:
                 os.close(directory)
 
