@@ -43,60 +43,45 @@ def tiering(model: TinyModel, shm: Path, secondary: Mapping[str, object]) -> dic
 
 
 @pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    server = lru_server_or_skip(tmp_path / "redis")
-    yield server.url
-    server.stop()
+def tier(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, object]]:
+    """The config of a tier of the kind the test is parametrized with, on a server of its own where it needs one."""
+    kind: str = request.param
+    if kind == "file":
+        yield {"kind": "file", "path": str(tmp_path / "tier"), "capacity": 256}
+    elif kind == "redis":
+        server = lru_server_or_skip(tmp_path / "redis")
+        yield {"kind": "redis", "url": server.url}
+        server.stop()
+    else:
+        store = store_or_skip(tmp_path / "mooncake")
+        yield store.tier_config()
+        store.close()
 
 
-@pytest.fixture
-def mooncake_tier(tmp_path: Path) -> Iterator[dict[str, object]]:
-    store = store_or_skip(tmp_path / "mooncake")
-    yield store.tier_config()
-    store.close()
-
-
-def test_tiering_over_the_file_tier_is_exact(
+@pytest.mark.parametrize("tier", ["file", "redis", "mooncake"], indirect=True)
+def test_tiering_is_exact(
     tiny_model: tuple[TinyModel, Path],
     engine: RunEngine,
     without_offloading: Callable[[EngineRun], list[Pass]],
-    tmp_path: Path,
+    tier: dict[str, object],
     shm: Path,
 ) -> None:
     model, path = tiny_model
-    tier = {"kind": "file", "path": str(tmp_path / "tier"), "capacity": 256}
     run = EngineRun(str(path), tiering(model, shm, tier), [PROMPTS, PROMPTS])
     assert_exact_and_loaded(engine(run), without_offloading(run))
 
 
-def test_tiering_over_redis_is_exact(
+@pytest.mark.parametrize("tier", ["file", "redis"], indirect=True)
+def test_a_restarted_engine_loads_every_block_its_tier_holds(
     tiny_model: tuple[TinyModel, Path],
     engine: RunEngine,
     without_offloading: Callable[[EngineRun], list[Pass]],
-    redis_url: str,
+    tier: dict[str, object],
     shm: Path,
-) -> None:
-    model, path = tiny_model
-    run = EngineRun(str(path), tiering(model, shm, {"kind": "redis", "url": redis_url}), [PROMPTS, PROMPTS])
-    assert_exact_and_loaded(engine(run), without_offloading(run))
-
-
-def test_tiering_over_mooncake_is_exact(
-    tiny_model: tuple[TinyModel, Path],
-    engine: RunEngine,
-    without_offloading: Callable[[EngineRun], list[Pass]],
-    mooncake_tier: dict[str, object],
-    shm: Path,
-) -> None:
-    model, path = tiny_model
-    run = EngineRun(str(path), tiering(model, shm, mooncake_tier), [PROMPTS, PROMPTS])
-    assert_exact_and_loaded(engine(run), without_offloading(run))
-
-
-def assert_restart_finds_everything(
-    config: dict[str, Any], path: Path, engine: RunEngine, without_offloading: Callable[[EngineRun], list[Pass]]
 ) -> None:
     """A first engine fills the tier; a second, new process loads every block of its prompts in its first pass."""
+    model, path = tiny_model
+    config = tiering(model, shm, tier)
     engine(EngineRun(str(path), config, [PROMPTS]))
     restarted = EngineRun(str(path), config, [PROMPTS])
     (first,) = engine(restarted)
@@ -106,27 +91,3 @@ def assert_restart_finds_everything(
     assert first.counter(EXTERNAL_HITS) == first.counter(EXTERNAL_QUERIES), (
         "the restarted engine computed blocks its tier held"
     )
-
-
-def test_a_restarted_engine_loads_every_block_of_its_file_tier(
-    tiny_model: tuple[TinyModel, Path],
-    engine: RunEngine,
-    without_offloading: Callable[[EngineRun], list[Pass]],
-    tmp_path: Path,
-    shm: Path,
-) -> None:
-    model, path = tiny_model
-    tier = {"kind": "file", "path": str(tmp_path / "tier"), "capacity": 256}
-    assert_restart_finds_everything(tiering(model, shm, tier), path, engine, without_offloading)
-
-
-def test_a_restarted_engine_loads_every_block_redis_holds(
-    tiny_model: tuple[TinyModel, Path],
-    engine: RunEngine,
-    without_offloading: Callable[[EngineRun], list[Pass]],
-    redis_url: str,
-    shm: Path,
-) -> None:
-    model, path = tiny_model
-    config = tiering(model, shm, {"kind": "redis", "url": redis_url})
-    assert_restart_finds_everything(config, path, engine, without_offloading)
