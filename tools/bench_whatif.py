@@ -36,11 +36,12 @@ from kvcontract.observe import WhatIfFigure, WhatIfObserver, WhatIfReport
 from kvcontract.observe.whatif import SALT
 from kvcontract.sim import block_key, read_trace, replay
 from kvcontract.sim.driver import RequestServer
+from kvcontract.sim.shipped import shipped_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 from trace_shapes import SHAPES  # the sibling tool, importable once its folder is on the path
 
-TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "conversation_trace.jsonl"
+TRACE = shipped_trace("mooncake-conversation")
 _MULTIPLES = (0.5, 2.0, 4.0)
 
 

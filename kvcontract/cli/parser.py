@@ -111,7 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _plan_arguments(plan: argparse.ArgumentParser) -> None:
     """The options of ``plan``."""
     plan.add_argument(
-        "--trace", type=Path, required=True, help="Mooncake JSONL, or JSONL/CSV of request_id and hash_ids"
+        "--trace",
+        type=Path,
+        required=True,
+        help="Mooncake JSONL, or JSONL/CSV of request_id and hash_ids, gzip or not; mooncake-conversation: the shipped trace",
     )
     plan.add_argument("--policies", default="lru,arc", help="comma-separated policy names (default: lru,arc)")
     plan.add_argument(
@@ -143,7 +146,12 @@ def _simulate_arguments(simulate: argparse.ArgumentParser) -> None:
     simulate.add_argument(
         "--print-config", action="store_true", help="print the config the run would use, as YAML, and run nothing"
     )
-    simulate.add_argument("--trace", type=Path, help="Mooncake-format JSONL trace (default: built-in workload)")
+    simulate.add_argument(
+        "--trace",
+        type=Path,
+        help="Mooncake-format JSONL trace, gzip or not; mooncake-conversation: the shipped trace "
+        "(default: built-in workload)",
+    )
     simulate.add_argument("--requests", type=int, help="number of requests (default: 3000, or the whole trace)")
     simulate.add_argument("--seed", type=int, default=0, help="seed of the built-in workload (default: 0)")
     simulate.add_argument(

@@ -165,3 +165,15 @@ def test_simulation_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert outcome.status == 0, outcome.err
     for row in ("hit ratio", "tokens served from offload", "transfer GB/s", "manager µs per block"):
         assert row in outcome.out
+
+
+@pytest.mark.parametrize("command", ["simulate", "plan"])
+def test_the_shipped_trace_runs_by_name_from_any_folder(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    options = ["--requests", "20"] if command == "simulate" else ["--capacities", "1%,5%", "--processes", "1"]
+    outcome = run_cli(capsys, command, "--trace", "mooncake-conversation", *options, "--json")
+    assert outcome.status == 0, outcome.err
+    document = json.loads(outcome.out)
+    assert document["requests"] == 20 if command == "simulate" else document["unbounded_hit_ratio"] > 0.36

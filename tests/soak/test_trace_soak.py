@@ -24,9 +24,9 @@ from kvcontract.enforce import checks_enabled, configure
 from kvcontract.managers import FilterReusedOffloadingManager, TieringOffloadingManager
 from kvcontract.sim import replay
 from kvcontract.sim.trace import TraceRequest, read_trace
-from tests.sim.support import TRACE, needs_trace
+from tests.sim.support import TRACE
 
-pytestmark = [pytest.mark.soak, needs_trace]
+pytestmark = pytest.mark.soak
 
 REQUESTS = 2_000
 """The first requests of the trace: 48,000 blocks a pass, with reuse inside and across passes."""
