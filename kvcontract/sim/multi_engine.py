@@ -22,7 +22,7 @@ from kvcontract.config import KVContractConfig
 from kvcontract.sim.output import show_line, show_table
 from kvcontract.sim.report import check_verdict
 from kvcontract.sim.run import simulation_requests
-from kvcontract.sim.simulator import EngineSimulator, SimulationReport
+from kvcontract.sim.simulator import EngineSimulator, SimulationReport, build_engine
 
 __all__ = ["MAX_ENGINES", "MultiEngineReport", "print_engines_report", "run_engines", "run_engines_simulation"]
 
@@ -95,7 +95,7 @@ def run_engines(config: KVContractConfig, requests: Sequence[Sequence[int]], eng
     if not 1 <= engines <= MAX_ENGINES:
         raise ValueError(f"engines must be between 1 and {MAX_ENGINES}, got {engines}")
     longest = max(map(len, requests), default=1)
-    simulators = [EngineSimulator(config, max_blocks_per_request=longest) for _ in range(engines)]
+    simulators = [EngineSimulator(config, build_engine(config, longest)) for _ in range(engines)]
     turns = _Turns(engines)
     reports: list[SimulationReport | None] = [None] * engines
     errors: list[BaseException] = []

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from kvcontract.assembly import apply_runtime_checks
 from kvcontract.config import ConfigError, KVContractConfig, check_machine
-from kvcontract.metrics import MeteredWorker, MetricsCollector, manager_source
+from kvcontract.metrics import MetricsCollector
 from kvcontract.sim.observer import RequestObserver
 from kvcontract.sim.output import progress
-from kvcontract.sim.simulator import EngineSimulator, SimulationReport
+from kvcontract.sim.simulator import EngineSimulator, SimulationReport, build_engine
 from kvcontract.sim.trace import read_simulation_requests
 from kvcontract.sim.workload import conversation_workload
 
@@ -45,14 +45,10 @@ def run_simulation(
     apply_runtime_checks(config)
     longest = max(map(len, requests), default=1)
     try:
-        simulator = EngineSimulator(config, max_blocks_per_request=longest, observer=observer)
+        parts = build_engine(config, longest, metrics=metrics)
     except ValueError as error:  # a component refused what the config describes
         raise ConfigError("config", [str(error)]) from None
-    if metrics is not None:
-        metered = MeteredWorker(simulator.worker)
-        simulator.worker = metered
-        metrics.add(manager_source(simulator.manager, policy=_primary_policy(config)))
-        metrics.add(metered.source)
+    simulator = EngineSimulator(config, parts, observer=observer)
     if not show_progress:
         return simulator.run(requests)
     with progress(f"simulating on {simulator.device}", len(requests)) as advance:
@@ -78,7 +74,3 @@ def simulation_requests(
         requests = read_simulation_requests(trace, num_requests, MAX_REQUESTS)
     check_machine(config, "simulate", longest_request=max(map(len, requests), default=1), engines=engines)
     return requests
-
-
-def _primary_policy(config: KVContractConfig) -> str:
-    return config.primary.policy.kind
