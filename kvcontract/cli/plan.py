@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kvcontract.cli.config_command import load_command_config
 from kvcontract.cli.errors import UsageError
-from kvcontract.cli.streams import STDOUT, check_writable, writing, wrote
+from kvcontract.cli.streams import STDOUT, check_distinct, check_writable, writing, wrote
 
 __all__ = ["run_plan"]
 
@@ -43,6 +43,7 @@ def run_plan(options: argparse.Namespace) -> int:
     if options.target_hit is not None and not 0 < options.target_hit <= 1:
         raise UsageError(f"--target-hit is a hit ratio in (0, 1], got {options.target_hit}")
     json_path = None if options.json in (None, STDOUT) else Path(options.json)
+    check_distinct({"--json": json_path, "--plot": options.plot})
     if json_path is not None:
         check_writable(json_path, "--json")
     if options.plot is not None:

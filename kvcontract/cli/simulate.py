@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from kvcontract.cli.config_command import load_command_config, print_config
 from kvcontract.cli.errors import UsageError
-from kvcontract.cli.streams import STDOUT, check_writable, writing, wrote
+from kvcontract.cli.streams import STDOUT, check_distinct, check_writable, writing, wrote
 
 if TYPE_CHECKING:
     from kvcontract.config import KVContractConfig
@@ -38,6 +38,7 @@ def run_simulate(options: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(f"--{error}") from None
     json_path = None if options.json in (None, STDOUT) else Path(options.json)
+    check_distinct({"--json": json_path, "--plot": options.plot})
     if json_path is not None:
         check_writable(json_path, "--json")
     if options.plot is not None:

@@ -177,3 +177,13 @@ def test_the_shipped_trace_runs_by_name_from_any_folder(
     assert outcome.status == 0, outcome.err
     document = json.loads(outcome.out)
     assert document["requests"] == 20 if command == "simulate" else document["unbounded_hit_ratio"] > 0.36
+
+
+@pytest.mark.parametrize("command", [["simulate", "--requests", "3"], ["plan", "--trace", "mooncake-conversation"]])
+def test_one_file_named_by_two_outputs_is_refused_before_the_run(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    outcome = run_cli(capsys, *command, "--json", "same.png", "--plot", "./same.png")
+    outcome.assert_user_error("--json and --plot both name same.png: give each output its own file")
+    assert not (tmp_path / "same.png").exists()
