@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from kvcontract.arguments import USAGE_ERROR
+from kvcontract.arguments import USAGE_ERROR, OneLineParser
 from kvcontract.cli.errors import UsageError
 from kvcontract.cli.parser import build_parser
 from kvcontract.cli.streams import discard_stdout, writing
@@ -24,7 +24,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kvcontract.lint.cli import main as lint_main
 
         return lint_main(arguments[1:])
-    options = build_parser().parse_args(arguments)
+    parser = build_parser()
+    options, unknown = parser.parse_known_args(arguments)
+    if unknown:
+        command_parser: OneLineParser = getattr(options, "command_parser", parser)
+        command_parser.reject(unknown)
     try:
         _check_environment()
         status = int(options.handler(options))

@@ -25,14 +25,17 @@ __all__ = ["build_parser"]
 
 
 def _command(commands: _SubParsersAction[OneLineParser], name: str, summary: str, description: str) -> OneLineParser:
-    """A subcommand: ``summary`` in its parent's list, ``description`` at the top of its own --help."""
-    return commands.add_parser(name, help=summary, description=description)
+    """A subcommand: ``summary`` in its parent's list, ``description`` at the top of its own --help;
+    it is the ``command_parser`` of the options it parses, so that it reports what it does not know."""
+    command = commands.add_parser(name, help=summary, description=description)
+    command.set_defaults(command_parser=command)
+    return command
 
 
 _CONFIG_FILE = "a config file: YAML (.yaml, .yml), TOML (.toml) or JSON (.json)"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineParser:
     """The ``kvcontract`` parser: every subcommand with its options, each bound to its handler."""
     parser = OneLineParser(prog="kvcontract", description="KV-cache offloading with checked contracts.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")

@@ -101,7 +101,12 @@ def _metrics_served(port: int | None) -> Generator[MetricsCollector | None, None
     from kvcontract.prometheus import serve_metrics
 
     collector = MetricsCollector()
-    server = serve_metrics(collector, port)
+    try:
+        server = serve_metrics(collector, port)
+    except OSError as error:
+        raise UsageError(
+            f"--metrics-port {port}: cannot serve there ({error.strerror or error}); give a free port, or 0 for any"
+        ) from None
     print(f"kvcontract: metrics at http://127.0.0.1:{server.port}/metrics", file=sys.stderr)
     try:
         yield collector

@@ -20,7 +20,6 @@ from kvcontract.config.limits import ConfigLimits
 from kvcontract.config.manager import CPUManagerConfig, TieringManagerConfig
 from kvcontract.config.model import KVContractConfig
 from kvcontract.config.tiers import FileTierConfig
-from kvcontract.tiers.file.block_dir import root_owner_problem
 
 _PSEUDO_FILESYSTEMS = frozenset({"proc", "sys"})
 """Top folders of the kernel's views (procfs, sysfs), which hold no files a tier could write."""
@@ -65,8 +64,8 @@ def check_machine(
     memory = physical_memory_bytes()
     if host_bytes > memory:
         problems.append(
-            f"{_primary_path(config)}: {ByteSize(host_bytes).human_readable()} of host memory is more "
-            f"than this machine's {ByteSize(memory).human_readable()} of physical memory"
+            f"{_primary_path(config)}: {ByteSize(host_bytes).human_readable()} of host memory{_if_default(config)} "
+            f"is more than this machine's {ByteSize(memory).human_readable()} of physical memory"
         )
     elif longest_request:
         problems += _simulation_problems(config, longest_request, engines, cuda=cuda and not problems, memory=memory)
@@ -108,6 +107,13 @@ def _cuda_device(device: str) -> str:
     return "cuda" if device == "auto" else device
 
 
+def _if_default(config: KVContractConfig) -> str:
+    """`` (the default ...: set FIELD)`` when the config never gave the host memory's capacity."""
+    if "capacity" in config.primary.model_fields_set:
+        return ""
+    return f" (the default, {config.host_blocks:,} blocks of this layout: set {_primary_path(config)})"
+
+
 def _primary_path(config: KVContractConfig) -> str:
     return "manager.capacity" if isinstance(config.manager, CPUManagerConfig) else "manager.primary.capacity"
 
@@ -146,6 +152,8 @@ def _file_tier_problems(config: KVContractConfig) -> list[str]:
 
 
 def _file_tier_problem(tier: FileTierConfig, field: str, block_bytes: int) -> list[str]:
+    from kvcontract.tiers.file.block_dir import root_owner_problem  # the tiers' package builds contracts on import
+
     root = Path(os.path.realpath(tier.path))
     if len(root.parts) > 1 and root.parts[1] in _PSEUDO_FILESYSTEMS:
         return [

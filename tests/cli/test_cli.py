@@ -55,7 +55,7 @@ def test_config_validate_lists_every_error(tmp_path: Path, capsys: pytest.Captur
     assert_refused(outcome, f"kvcontract: {path}: invalid config")
     assert "  kv_layout.num_layers: Input should be greater than or equal to 1" in outcome.err
     assert "  kv_layout.dtype: Input should be" in outcome.err
-    assert "  manager.colour: Extra inputs are not permitted" in outcome.err
+    assert "  manager.colour: unknown field; known here: admission, capacity," in outcome.err
 
 
 def test_config_schema_is_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -98,7 +98,7 @@ MALFORMED = [
     ("k.yaml", "transfer: {device: tpu}", "transfer.device"),
     ("l.yaml", "transfer: {pinned: maybe}", "transfer.pinned"),
     ("m.yaml", "runtime_checks: perhaps", "runtime_checks"),
-    ("n.yaml", "colour: blue", "colour: Extra inputs are not permitted"),
+    ("n.yaml", "colour: blue", "colour: unknown field; known here:"),
     ("o.yaml", "manager: [1, 2]", "manager"),
     ("p.yaml", "- just\n- a list", "a config is a mapping of sections"),
     ("q.yaml", "manager: {kind: cpu", "not valid YAML"),
