@@ -12,6 +12,7 @@ most ``MAX_HASH_IDS`` ids each, so a line never costs more memory than a real re
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import io
@@ -103,9 +104,9 @@ def read_block_lists(path: str | os.PathLike[str]) -> list[tuple[int, ...]]:
 
 def _iter_csv(path: str | os.PathLike[str]) -> Iterator[tuple[int, ...]]:
     csv.field_size_limit(MAX_LINE_BYTES)
-    with _opened(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="strict", newline="") as lines:
+    with _opened(path) as raw:
         try:
-            rows = csv.DictReader(lines)
+            rows = csv.DictReader(codecs.iterdecode(raw, "utf-8", errors="strict"))
             if rows.fieldnames is None or "hash_ids" not in rows.fieldnames:
                 raise TraceFormatError(f"{os.fspath(path)}:1: a CSV trace needs a header with a hash_ids column")
             for row in rows:

@@ -32,8 +32,12 @@ def open_to_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return tiering(root)
 
 
+def one_mib_free(path: object) -> SimpleNamespace:
+    return SimpleNamespace(total=1 << 40, used=1 << 40, free=1 << 20)
+
+
 def over_free_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(total=1 << 40, used=1 << 40, free=1 << 20))
+    monkeypatch.setattr(shutil, "disk_usage", one_mib_free)
     return tiering(tmp_path / "blocks", "8MiB")
 
 
