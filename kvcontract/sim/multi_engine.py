@@ -189,5 +189,6 @@ def print_engines_report(
     for line in heading:
         show_line(line, out)
     columns = ("engine", "requests", "blocks", "hit ratio", "verified", "failed stores / loads", "tier hits")
-    show_table(f"{len(report.engines)} engines sharing their tiers", columns, rows, left=(), console=out)
+    shared = "sharing their tiers" if any(engine.tiers for engine in report.engines) else "with no tier to share"
+    show_table(f"{len(report.engines)} engines {shared}", columns, rows, left=(), console=out)
     show_line(check_verdict(report.verified_blocks), out)

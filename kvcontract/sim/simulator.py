@@ -38,6 +38,7 @@ from kvcontract.contracts import (
 from kvcontract.managers import TieringStats, TierStats
 from kvcontract.metrics import MeteredWorker, MetricsCollector, manager_source
 from kvcontract.sim.driver import RequestServer, StorePlan, key_chains
+from kvcontract.sim.hit_bound import unbounded_hit_ratio
 from kvcontract.sim.observer import RequestObserver, WhatIfSummary
 
 __all__ = [
@@ -95,6 +96,10 @@ class SimulationReport:
     """Values of another block identity its tiers met (each a miss): 0 unless engines of several models share them."""
     whatif: WhatIfSummary | None = None
     """What other capacities and policies would have reached, when the config's ``observe.whatif`` is on."""
+    hit_ratio_bound: float = 0.0
+    """The same requests' hit ratio with room for every block: no capacity or policy passes it."""
+    copy_path: str = ""
+    """How the worker copied: ``cpu-threads`` (the compiled loop), ``cpu-threads-python-loop``, ``cuda-memcpy``, ..."""
 
     def summary(self) -> dict[str, object]:
         """The figures as a JSON-ready mapping, without the progress samples."""
@@ -123,6 +128,8 @@ class EngineParts:
     kv_caches: Sequence[torch.Tensor]
     worker: OffloadingWorker
     manager: OffloadingManager
+    copy_path: str = ""
+    """How the worker copies (``cpu-threads``: the compiled loop, ``cpu-threads-python-loop``, ``cuda-memcpy``, ...)."""
 
 
 def build_engine(
@@ -139,11 +146,11 @@ def build_engine(
     torch_worker = build_worker(config, kv_caches)
     manager = build_manager(config, host_blocks=torch_worker.host_buffer)
     if metrics is None:
-        return EngineParts(device, kv_caches, torch_worker, manager)
+        return EngineParts(device, kv_caches, torch_worker, manager, torch_worker.copy_path)
     metered = MeteredWorker(torch_worker)
     metrics.add(manager_source(manager, policy=config.primary.policy.kind))
     metrics.add(metered.source)
-    return EngineParts(device, kv_caches, metered, manager)
+    return EngineParts(device, kv_caches, metered, manager, torch_worker.copy_path)
 
 
 @dataclass
@@ -187,6 +194,7 @@ class EngineSimulator:
         self.worker: OffloadingWorker = parts.worker
         """The worker every copy of the run goes through."""
         self.manager: OffloadingManager = parts.manager
+        self._copy_path = parts.copy_path
         self._totals = _Totals()
         self._copies = _Copies(config, parts, self._totals)
         self._server = RequestServer(
@@ -216,7 +224,7 @@ class EngineSimulator:
         self.worker.shutdown()
         stats = self.manager.stats()
         tiers = stats.tiers if isinstance(stats, TieringStats) else ()
-        return self._report(len(requests), time.perf_counter() - started, samples, tiers)
+        return self._report(requests, time.perf_counter() - started, samples, tiers)
 
     def _serve(self, index: int, hash_ids: Sequence[int], keys: Sequence[OffloadKey]) -> None:
         copies = self._copies
@@ -237,7 +245,7 @@ class EngineSimulator:
 
     def _report(
         self,
-        requests: int,
+        requests: Sequence[Sequence[int]],
         seconds: float,
         samples: list[ProgressSample],
         tiers: tuple[TierStats, ...],
@@ -245,7 +253,7 @@ class EngineSimulator:
         totals = self._totals
         return SimulationReport(
             device=str(self.device),
-            requests=requests,
+            requests=len(requests),
             blocks=totals.blocks,
             hit_blocks=totals.hit_blocks,
             hit_ratio=totals.hit_blocks / totals.blocks if totals.blocks else 0.0,
@@ -263,6 +271,8 @@ class EngineSimulator:
             identity=self._config.block_identity().fingerprint_hex,
             identity_mismatches=sum(tier.identity_mismatches for tier in tiers),
             whatif=self._observer.summary() if self._observer is not None else None,
+            hit_ratio_bound=unbounded_hit_ratio(requests),
+            copy_path=self._copy_path,
         )
 
 

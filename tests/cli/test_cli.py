@@ -163,7 +163,7 @@ def test_short_simulation_json_and_plot(tmp_path: Path) -> None:
 def test_simulation_table(capsys: pytest.CaptureFixture[str]) -> None:
     outcome = run_cli(capsys, "simulate", "--requests", "50")
     assert outcome.status == 0, outcome.err
-    for row in ("hit ratio", "tokens served from offload", "transfer GB/s", "manager µs per block"):
+    for row in ("hit ratio", "tokens served from offload", "transfer GiB/s", "manager µs per block"):
         assert row in outcome.out
 
 
