@@ -47,9 +47,20 @@ class OptionalPart:
     """The command, with ``{requirement}`` for the extra's requirement in pyproject.toml."""
 
 
+def install_commands(requirements: Path) -> list[str]:
+    """The install commands at the top of a ``requirements/*.txt`` file (``#   python -m pip install ...``,
+    comments cut): the one source of an engine's CPU-test install, which the docs and this gate quote."""
+    commands = []
+    for line in requirements.read_text(encoding="utf-8").splitlines():
+        text = line.lstrip("#").strip()
+        if line.startswith("#") and text.startswith("python -m pip install"):
+            commands.append(text.split("  #")[0].strip())
+    return commands
+
+
 OPTIONAL_PARTS = (
     OptionalPart("redis", "redis", "pip install -e '.[redis]' --config-settings editable_mode=compat"),
-    OptionalPart("vllm", "vllm", "pip install --no-deps '{requirement}' && pip install -r requirements/vllm.txt"),
+    OptionalPart("vllm", "vllm", " && ".join(install_commands(ROOT / "requirements" / "vllm.txt"))),
 )
 
 
