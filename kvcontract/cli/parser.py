@@ -129,7 +129,8 @@ def _plan_arguments(plan: argparse.ArgumentParser) -> None:
     plan.add_argument("--target-hit", type=float, help="report the smallest capacity reaching this hit ratio")
     plan.add_argument("--sample", type=float, help="SHARDS sampling rate for LRU's curve, e.g. 0.01")
     plan.add_argument(
-        "--tiers", help="split LRU's hits by level: host,file / host,redis / host,file,redis (lookup order)"
+        "--tiers",
+        help="split LRU's hits by level: host,file / host,redis / host,mooncake / host,file,redis (lookup order)",
     )
     plan.add_argument(
         "--tier-capacity", metavar="NAME=SIZE,...", help="each tier's size with --tiers, e.g. file=40%%,redis=64GiB"

@@ -105,13 +105,16 @@ def _tier_sizes(options: argparse.Namespace, unique: int, block_bytes: int | Non
 
     if options.tiers is None:
         if options.tier_capacity is not None:
-            raise UsageError("--tier-capacity sizes the tiers of --tiers: give --tiers host,file (or redis) too")
+            raise UsageError(
+                f"--tier-capacity sizes the tiers of --tiers: give --tiers host,file (or {', '.join(TIER_KINDS[1:])}) too"
+            )
         return {}
     levels = [name.strip() for name in options.tiers.split(",")]
     below = levels[1:]
     if levels[0] != HOST or not below or len(set(levels)) != len(levels) or not set(below) <= set(TIER_KINDS):
         raise UsageError(
-            f"--tiers {options.tiers!r}: write host first, then file and/or redis once each, e.g. host,file,redis"
+            f"--tiers {options.tiers!r}: write host first, then any of {', '.join(TIER_KINDS)} once each, "
+            "e.g. host,file,redis"
         )
     sizes: dict[str, str] = {}
     for part in options.tier_capacity.split(",") if options.tier_capacity else ():

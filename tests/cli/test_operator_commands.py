@@ -237,3 +237,13 @@ def _scrape(url: str, process: subprocess.Popen[str]) -> str:
             pass
         time.sleep(0.05)
     raise AssertionError(f"no metrics at {url} while simulate ran (exit {process.poll()})")
+
+
+def test_plan_splits_hits_over_a_mooncake_tier(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tiers = ["--tiers", "host,mooncake", "--tier-capacity", "mooncake=7"]
+    status = main(["plan", "--trace", str(_jsonl(tmp_path)), "--processes", "1", "--policies", "lru", *tiers, "--json"])
+    document = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert document["tiers"]["levels"] == ["host", "mooncake"] and document["tiers"]["tier_capacities"] == {
+        "mooncake": 7
+    }
