@@ -42,7 +42,10 @@ class OneLineParser(argparse.ArgumentParser):
         """``; did you mean --x?`` for the first unknown option with a near one, else nothing."""
         for word in unknown:
             if word.startswith("-"):
-                near = difflib.get_close_matches(word.partition("=")[0], list(self._option_string_actions), n=1)
+                # cutoff 0.75: --requets finds --requests; at difflib's 0.6, --bogus found --jobs
+                near = difflib.get_close_matches(
+                    word.partition("=")[0], list(self._option_string_actions), n=1, cutoff=0.75
+                )
                 if near:
                     return f"; did you mean {near[0]}?"
         return ""

@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments[:1] == ["lint"]:
         from kvcontract.lint.cli import main as lint_main
 
-        return lint_main(arguments[1:])
+        return lint_main(arguments[1:], prog="kvcontract lint")
     parser = build_parser()
     options, unknown = parser.parse_known_args(arguments)
     if unknown:
