@@ -128,4 +128,3 @@ def test_the_metered_worker_counts_every_byte_the_run_moves() -> None:
     assert report.bytes_stored > 0 and report.bytes_loaded > 0
     assert counted["vllm:kv_offload_store_bytes"] == report.bytes_stored
     assert counted["vllm:kv_offload_load_bytes"] == report.bytes_loaded
-
