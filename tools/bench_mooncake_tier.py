@@ -1,4 +1,4 @@
-"""The Mooncake tier's throughput against Mooncake's raw client, and its cross-engine hit ratio on the shared trace.
+"""The Mooncake tier's throughput against Mooncake's raw client, and its cross-engine hit ratio on the shipped trace.
 
 ``python tools/bench_mooncake_tier.py throughput`` starts a fresh Mooncake Store (master,
 metadata server and a segment process, on free loopback ports) and, for 64 KiB, 512 KiB and

@@ -1,4 +1,4 @@
-"""The Redis tier's throughput against raw redis-py, and its cross-engine hit ratio on the shared trace.
+"""The Redis tier's throughput against raw redis-py, and its cross-engine hit ratio on the shipped trace.
 
 ``python tools/bench_redis_tier.py throughput`` starts a fresh ``redis-server`` on a free
 loopback port and, for 64 KiB, 512 KiB and 2 MiB blocks in jobs of 16 and 64 blocks,

@@ -281,7 +281,7 @@ def pointer_costs(rounds: int, repeat: int = 2000) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="CPU time the vLLM adapter adds per block on the shared trace.")
+    parser = argparse.ArgumentParser(description="CPU time the vLLM adapter adds per block on the shipped trace.")
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--segment", type=int, default=500, help="requests per segment, between switches of side")

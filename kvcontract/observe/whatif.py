@@ -14,7 +14,7 @@ Two corrections make a small sample hold up on real prefix traffic:
 
 - **Hot heads.** A block at the head of a large share of requests (a system prompt) carries
   a large share of all hits, so whether the hash happens to sample it would swing every
-  figure by that share (on the shared trace one block, the head of every request, is 4 % of
+  figure by that share (on the shipped trace one block, the head of every request, is 4 % of
   all blocks requested). Heads are counted (Misra-Gries, 64 counters); a head seen in at
   least 5 % of requests is *hot*: counted at its true weight, as a hit, and kept out of the
   shadows (its reuse distance is a few requests, which every built-in policy holds unless

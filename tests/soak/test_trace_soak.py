@@ -1,4 +1,4 @@
-"""Soak: the shared trace replayed again and again through a tiered manager keeps its memory flat.
+"""Soak: the shipped trace replayed again and again through a tiered manager keeps its memory flat.
 
 A host-memory primary with reuse admission in front and a file tier below, assembled from
 a config as an operator would. The replay never calls ``take_events``, as an engine with
