@@ -73,6 +73,7 @@ def run_simulate(options: argparse.Namespace) -> int:
                 seed=options.seed,
                 metrics=metrics,
                 observer=observer,
+                source=_source(options),
             )
         except DataMismatch as error:
             print(f"kvcontract: verification failed: {error}", file=sys.stderr)
@@ -106,6 +107,11 @@ def run_identity(options: argparse.Namespace, config: KVContractConfig) -> dict[
         "requests_asked": options.requests,
         "engines": options.engines,
     }
+
+
+def _source(options: argparse.Namespace) -> str:
+    """What a config error's line starts with: the config file, as ``config validate`` names it."""
+    return "config" if options.config is None else str(options.config)
 
 
 def _say_short_trace(options: argparse.Namespace, served: int) -> None:
@@ -160,7 +166,12 @@ def _simulate_engines(options: argparse.Namespace, config: KVContractConfig) -> 
         raise UsageError("--plot draws one engine's run: leave it out with --engines")
     try:
         report = run_engines_simulation(
-            config, options.engines, trace=options.trace, num_requests=options.requests, seed=options.seed
+            config,
+            options.engines,
+            trace=options.trace,
+            num_requests=options.requests,
+            seed=options.seed,
+            source=_source(options),
         )
     except DataMismatch as error:
         print(f"kvcontract: verification failed: {error}", file=sys.stderr)

@@ -148,11 +148,15 @@ def run_engines_simulation(
     trace: Path | None = None,
     num_requests: int | None = None,
     seed: int = 0,
+    source: str = "config",
 ) -> MultiEngineReport:
-    """:func:`run_engines` on the trace's requests (the first ``num_requests``) or the built-in workload's."""
+    """:func:`run_engines` on the trace's requests (the first ``num_requests``) or the built-in workload's;
+    ``source`` (the config's file) starts the line of a machine check the config fails."""
     if not 1 <= engines <= MAX_ENGINES:
         raise ValueError(f"engines must be between 1 and {MAX_ENGINES}, got {engines}")
-    requests = simulation_requests(config, trace=trace, num_requests=num_requests, seed=seed, engines=engines)
+    requests = simulation_requests(
+        config, trace=trace, num_requests=num_requests, seed=seed, engines=engines, source=source
+    )
     apply_runtime_checks(config)
     return run_engines(config, requests, engines)
 

@@ -35,13 +35,15 @@ def run_simulation(
     show_progress: bool = True,
     metrics: MetricsCollector | None = None,
     observer: RequestObserver | None = None,
+    source: str = "config",
 ) -> SimulationReport:
     """Serve the trace's requests (or the built-in workload's) through ``config``'s components.
 
     With ``metrics``, the manager and the worker (behind a :class:`MeteredWorker`) report to it;
-    ``observer`` sees every request's keys (the what-if).
+    ``observer`` sees every request's keys (the what-if). ``source`` (the config's file) starts
+    the line of a machine check the config fails.
     """
-    requests = simulation_requests(config, trace=trace, num_requests=num_requests, seed=seed)
+    requests = simulation_requests(config, trace=trace, num_requests=num_requests, seed=seed, source=source)
     apply_runtime_checks(config)
     longest = max(map(len, requests), default=1)
     try:
@@ -62,12 +64,19 @@ def check_request_count(num_requests: int | None) -> None:
 
 
 def simulation_requests(
-    config: KVContractConfig, *, trace: Path | None, num_requests: int | None, seed: int, engines: int = 1
+    config: KVContractConfig,
+    *,
+    trace: Path | None,
+    num_requests: int | None,
+    seed: int,
+    engines: int = 1,
+    source: str = "config",
 ) -> list[list[int]]:
     """The run's requests (the trace's first ``num_requests``, or the built-in workload's), once
-    ``config`` with ``engines`` engines is known to fit this machine for requests that long."""
+    ``config`` with ``engines`` engines is known to fit this machine for requests that long; the
+    machine check is ``config validate``'s, its lines starting with ``source``."""
     check_request_count(num_requests)
-    check_machine(config)
+    check_machine(config, source)
     if trace is None:
         requests = conversation_workload(num_requests or DEFAULT_REQUESTS, seed)
     else:

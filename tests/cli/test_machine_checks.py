@@ -62,7 +62,7 @@ def test_validate_and_simulate_refuse_the_same_file_tier_with_the_same_line(
     simulate = run_cli(capsys, "simulate", "--config", str(config), "--requests", "3", "--json")
     assert validate.status == simulate.status == 2, (validate.err, simulate.err)
     problem = next(text.strip() for text in validate.err.splitlines() if line in text)
-    simulate.assert_user_error(problem)
+    simulate.assert_user_error(f"kvcontract: error: {config}: {problem}")
 
 
 def test_a_tier_that_fits_is_ok_in_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
