@@ -97,7 +97,8 @@ class SimulationReport:
     whatif: WhatIfSummary | None = None
     """What other capacities and policies would have reached, when the config's ``observe.whatif`` is on."""
     hit_ratio_bound: float = 0.0
-    """The same requests' hit ratio with room for every block: no capacity or policy passes it."""
+    """The same requests' hit ratio with room for every block from a cold start: no capacity or policy
+    passes it, unless a persistent or shared tier held blocks before the run."""
     copy_path: str = ""
     """How the worker copied: ``cpu-threads`` (the compiled loop), ``cpu-threads-python-loop``, ``cuda-memcpy``, ..."""
 

@@ -37,7 +37,7 @@ def test_the_config_fingerprint_changes_with_the_config(tmp_path: Path, capsys: 
 
 def test_the_table_shows_the_bound_the_copy_loop_and_one_unit_of_bytes(capsys: pytest.CaptureFixture[str]) -> None:
     table = run_cli(capsys, "simulate", "--requests", "100").out
-    assert "(bound 0." in table and ": room for every block)" in table
+    assert "(cold-start bound 0." in table and ": room for every block)" in table
     assert "copy loop\tcpu-threads" in table
     assert "transfer GiB/s" in table and "GB/s" not in table
 
@@ -84,3 +84,18 @@ def test_the_whatif_shows_the_rate_it_ran_at_and_its_error(tmp_path: Path, capsy
     out = run_cli(capsys, "simulate", "--config", str(config), "--requests", "300").out
     assert f"sampled at {whatif['sample_rate']:g}; the config's 0.01 raised" in out
     assert " ± " in out
+
+
+def test_a_hit_ratio_above_the_bound_says_a_tier_kept_blocks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "file.yaml"
+    config.write_text(
+        "kv_layout: {preset: tiny, block_tokens: 16, offload_block_tokens: 64}\n"
+        "manager:\n  kind: tiering\n  primary: {kind: cpu, capacity: 64}\n"
+        f"  secondary:\n    - {{kind: file, path: {tmp_path / 'blocks'}, capacity: 1MiB}}\n"
+    )
+    first = run_cli(capsys, "simulate", "--config", str(config), "--requests", "3").out
+    assert "held blocks from before" not in first
+    second = run_cli(capsys, "simulate", "--config", str(config), "--requests", "3").out
+    assert "; above it, a persistent or shared tier held blocks from before the run)" in second
