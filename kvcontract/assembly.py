@@ -171,6 +171,7 @@ def _build_mooncake(tier: MooncakeTierConfig, identity: BlockIdentity, host_bloc
         local_buffer_size=tier.local_buffer_size,
         replicas=tier.replicas,
         timeout=tier.timeout,
+        client_log_level=tier.client_log_level,
         io_threads=tier.io_threads,
         namespace=tier.namespace,
         lookup_timeout=tier.lookup_timeout,

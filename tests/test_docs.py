@@ -3,7 +3,9 @@ file they name is there, and every example has a README."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,30 @@ def test_the_files_a_top_page_names_exist(page: Path) -> None:
 )
 def test_every_example_has_a_readme(example: Path) -> None:
     assert (example / "README.md").is_file()
+
+
+def _gate_install_commands(requirements: Path) -> list[str]:
+    """The gate's own reading of a requirements file's install commands (tools/typecheck_gate.py)."""
+    spec = importlib.util.spec_from_file_location("typecheck_gate", ROOT / "tools" / "typecheck_gate.py")
+    assert spec is not None and spec.loader is not None
+    gate = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = gate  # its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(gate)
+        commands: list[str] = gate.install_commands(requirements)
+    finally:
+        del sys.modules[spec.name]
+    return commands
+
+
+@pytest.mark.parametrize(
+    ("engine", "pages"),
+    [("vllm", ["docs/vllm.md", "CONTRIBUTING.md"]), ("sglang", ["docs/sglang.md", "CONTRIBUTING.md"])],
+)
+def test_each_engine_s_cpu_test_install_is_quoted_from_its_one_source(engine: str, pages: list[str]) -> None:
+    commands = _gate_install_commands(ROOT / "requirements" / f"{engine}.txt")
+    assert len(commands) >= 2
+    for page in pages:
+        text = (ROOT / page).read_text(encoding="utf-8")
+        missing = [c for c in commands if c not in text and c.removeprefix("python -m ") not in text]
+        assert missing == [], f"{page} does not quote {missing} from requirements/{engine}.txt"

@@ -1,6 +1,6 @@
 """Hit ratio of every kvcontract policy against vLLM's own manager (the installed release) and the offline optimum, per trace shape.
 
-Replays the shared conversation trace and the synthetic shapes of ``trace_shapes.py``
+Replays the shipped conversation trace and the synthetic shapes of ``trace_shapes.py``
 at 2 %, 5 % and 10 % of each trace's unique blocks through the same loop
 (``kvcontract.sim.replay``; its copy ``bench_manager.replay_vllm`` for vLLM): every
 kvcontract policy with store threshold 1 (``CPUOffloadingManager``) and 2 (wrapped in
@@ -190,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Measure and print (and plot) the hit ratios."""
     parser = argparse.ArgumentParser(description="Hit ratios of kvcontract and vLLM policies per trace shape.")
     parser.add_argument("--traces", default=",".join(["conversation", *SHAPES]), help="comma-separated trace names")
-    parser.add_argument("--conversation", type=Path, default=DEFAULT_TRACE, help="the shared conversation trace")
+    parser.add_argument("--conversation", type=Path, default=DEFAULT_TRACE, help="the shipped conversation trace")
     parser.add_argument("--no-vllm", action="store_true", help="leave vLLM's manager out")
     parser.add_argument("--plot", type=Path, help="write the curves to this PNG")
     parser.add_argument("--results", type=Path, help="write the measured ratios to this JSON file")

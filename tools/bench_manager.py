@@ -41,8 +41,9 @@ from kvcontract.managers import CPUOffloadingManager
 from kvcontract.policies import available_policies
 from kvcontract.sim import TraceRequest, read_trace, replay
 from kvcontract.sim.driver import RequestServer, key_chains
+from kvcontract.sim.shipped import shipped_trace
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "conversation_trace.jsonl"
+DEFAULT_TRACE = shipped_trace("mooncake-conversation")
 UNIQUE_BLOCKS = 182_790
 """Unique blocks of the conversation trace; capacities are fractions of it."""
 FRACTIONS = (0.02, 0.05, 0.10)

@@ -24,8 +24,9 @@ from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.metrics import MetricsCollector, manager_source
 from kvcontract.sim import read_trace, replay
+from kvcontract.sim.shipped import shipped_trace
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "conversation_trace.jsonl"
+DEFAULT_TRACE = shipped_trace("mooncake-conversation")
 CAPACITY = 3_655
 """2 % of the trace's unique blocks."""
 

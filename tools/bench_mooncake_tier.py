@@ -1,4 +1,4 @@
-"""The Mooncake tier's throughput against Mooncake's raw client, and its cross-engine hit ratio on the shared trace.
+"""The Mooncake tier's throughput against Mooncake's raw client, and its cross-engine hit ratio on the shipped trace.
 
 ``python tools/bench_mooncake_tier.py throughput`` starts a fresh Mooncake Store (master,
 metadata server and a segment process, on free loopback ports) and, for 64 KiB, 512 KiB and
@@ -36,6 +36,7 @@ from rich.table import Table
 from kvcontract import OffloadKey, SecondaryTier, TierJob, make_offload_key
 from kvcontract.config import load_config
 from kvcontract.sim.multi_engine import print_engines_report, run_engines
+from kvcontract.sim.shipped import shipped_trace
 from kvcontract.sim.trace import read_trace
 from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier
@@ -45,7 +46,7 @@ from tests.tiers.mooncake.support import MooncakeStore, RawStore
 
 BLOCK_SIZES = (64 << 10, 512 << 10, 2 << 20)
 JOB_BLOCKS = (16, 64)
-TRACE = Path("/work/shared/traces/conversation_trace.jsonl")
+TRACE = shipped_trace("mooncake-conversation")
 _POLL_SECONDS = 0.001
 _KEY_BYTES = 20
 """Bytes of the benchmark's keys: a 16-byte hash and the group index."""

@@ -27,8 +27,9 @@ from kvcontract.managers import CPUOffloadingManager
 from kvcontract.plan.grid import parse_capacity_grid
 from kvcontract.plan.stack_distance import lru_hit_curve, shards_hit_curves
 from kvcontract.sim import read_trace, replay
+from kvcontract.sim.shipped import shipped_trace
 
-TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "conversation_trace.jsonl"
+TRACE = shipped_trace("mooncake-conversation")
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""The Redis tier's throughput against raw redis-py, and its cross-engine hit ratio on the shared trace.
+"""The Redis tier's throughput against raw redis-py, and its cross-engine hit ratio on the shipped trace.
 
 ``python tools/bench_redis_tier.py throughput`` starts a fresh ``redis-server`` on a free
 loopback port and, for 64 KiB, 512 KiB and 2 MiB blocks in jobs of 16 and 64 blocks,
@@ -33,6 +33,7 @@ from rich.table import Table
 from kvcontract import OffloadKey, SecondaryTier, TierJob, make_offload_key
 from kvcontract.config import load_config
 from kvcontract.sim.multi_engine import print_engines_report, run_engines
+from kvcontract.sim.shipped import shipped_trace
 from kvcontract.sim.trace import read_trace
 from kvcontract.testing import example_identity
 from kvcontract.tiers import RedisTier
@@ -41,7 +42,7 @@ from tests.tiers.redis.support import HOST, RedisServer
 
 BLOCK_SIZES = (64 << 10, 512 << 10, 2 << 20)
 JOB_BLOCKS = (16, 64)
-TRACE = Path("/work/shared/traces/conversation_trace.jsonl")
+TRACE = shipped_trace("mooncake-conversation")
 _POLL_SECONDS = 0.0001
 _CALIBRATION_BLOCKS = 2000
 PIPELINE_BYTES = 8 << 20

@@ -58,8 +58,9 @@ from kvcontract.sim import ReplayReport, TraceRequest, read_trace, replay
 from kvcontract.sim.driver import SchedulerOrderServer
 from kvcontract.sim.driver import key_chains as contract_key_chains
 from kvcontract.sim.replay import timed_replay
+from kvcontract.sim.shipped import shipped_trace
 
-DEFAULT_TRACE = Path("/work/shared/traces/conversation_trace.jsonl")
+DEFAULT_TRACE = shipped_trace("mooncake-conversation")
 BLOCK_TOKENS = 16
 """Tokens per block in the positions recorded for vLLM's manager (the adapter does not read them)."""
 ALL_SIDES = (0, 1, 2, 3)
@@ -280,7 +281,7 @@ def pointer_costs(rounds: int, repeat: int = 2000) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="CPU time the vLLM adapter adds per block on the shared trace.")
+    parser = argparse.ArgumentParser(description="CPU time the vLLM adapter adds per block on the shipped trace.")
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--segment", type=int, default=500, help="requests per segment, between switches of side")

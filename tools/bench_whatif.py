@@ -1,6 +1,6 @@
 """The live what-if against independent replays: its accuracy, its CPU cost per block, its memory.
 
-``python tools/bench_whatif.py`` runs, for the shared trace and two generated shapes
+``python tools/bench_whatif.py`` runs, for the shipped trace and two generated shapes
 (``tools/trace_shapes.py``), a primary of 2 % of the trace's unique blocks (LRU):
 
 - accuracy: each what-if figure (0.5x, 2x, 4x capacity; every built-in policy) at
@@ -36,16 +36,17 @@ from kvcontract.observe import WhatIfFigure, WhatIfObserver, WhatIfReport
 from kvcontract.observe.whatif import SALT
 from kvcontract.sim import block_key, read_trace, replay
 from kvcontract.sim.driver import RequestServer
+from kvcontract.sim.shipped import shipped_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 from trace_shapes import SHAPES  # the sibling tool, importable once its folder is on the path
 
-TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "conversation_trace.jsonl"
+TRACE = shipped_trace("mooncake-conversation")
 _MULTIPLES = (0.5, 2.0, 4.0)
 
 
 def traces(trace: Path) -> dict[str, list[list[int]]]:
-    """The shared trace and two generated shapes of other structure."""
+    """The shipped trace and two generated shapes of other structure."""
     shared = [list(request.hash_ids) for request in read_trace(trace)]
     return {
         "conversation (shared)": shared,

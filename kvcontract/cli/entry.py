@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Generator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 
-from kvcontract.arguments import USAGE_ERROR
-from kvcontract.cli.errors import UsageError
+from kvcontract.arguments import USAGE_ERROR, OneLineParser
+from kvcontract.cli.errors import Terminated, UsageError
 from kvcontract.cli.parser import build_parser
 from kvcontract.cli.streams import discard_stdout, writing
 
@@ -15,6 +19,10 @@ __all__ = ["main"]
 
 _CLOSED_PIPE = 141
 """128 + SIGPIPE: what a shell reports for a process that a closed pipe ended."""
+_INTERRUPTED = 130
+"""128 + SIGINT (Ctrl-C)."""
+_TERMINATED = 143
+"""128 + SIGTERM."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,26 +31,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments[:1] == ["lint"]:
         from kvcontract.lint.cli import main as lint_main
 
-        return lint_main(arguments[1:])
-    options = build_parser().parse_args(arguments)
+        return lint_main(arguments[1:], prog="kvcontract lint")
+    parser = build_parser()
+    options, unknown = parser.parse_known_args(arguments)
+    if unknown:
+        command_parser: OneLineParser = getattr(options, "command_parser", parser)
+        command_parser.reject(unknown)
     try:
         _check_environment()
-        status = int(options.handler(options))
+        with _sigterm_interrupts():
+            status = int(options.handler(options))
         with writing():
             sys.stdout.flush()
         return status
     except BrokenPipeError:
         discard_stdout()
         return _CLOSED_PIPE
-    except KeyboardInterrupt:
-        print("kvcontract: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interruption:
+        how = "terminated (SIGTERM)" if isinstance(interruption, Terminated) else "interrupted"
+        progress = "".join(f"; {note}" for note in getattr(interruption, "__notes__", ()))
+        print(f"kvcontract: {how}{progress}", file=sys.stderr)
+        return _TERMINATED if isinstance(interruption, Terminated) else _INTERRUPTED
     except Exception as error:
         message = _one_line(error)
         if message is None:
             raise
         print(f"kvcontract: error: {message}", file=sys.stderr)
         return USAGE_ERROR
+
+
+@contextmanager
+def _sigterm_interrupts() -> Generator[None, None, None]:
+    """While a command runs, SIGTERM raises :class:`Terminated` in the main thread, as Ctrl-C raises
+    ``KeyboardInterrupt``; the handler before is put back after (a caller in-process keeps its own)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _check_environment() -> None:

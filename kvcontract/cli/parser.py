@@ -25,14 +25,17 @@ __all__ = ["build_parser"]
 
 
 def _command(commands: _SubParsersAction[OneLineParser], name: str, summary: str, description: str) -> OneLineParser:
-    """A subcommand: ``summary`` in its parent's list, ``description`` at the top of its own --help."""
-    return commands.add_parser(name, help=summary, description=description)
+    """A subcommand: ``summary`` in its parent's list, ``description`` at the top of its own --help;
+    it is the ``command_parser`` of the options it parses, so that it reports what it does not know."""
+    command = commands.add_parser(name, help=summary, description=description)
+    command.set_defaults(command_parser=command)
+    return command
 
 
 _CONFIG_FILE = "a config file: YAML (.yaml, .yml), TOML (.toml) or JSON (.json)"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineParser:
     """The ``kvcontract`` parser: every subcommand with its options, each bound to its handler."""
     parser = OneLineParser(prog="kvcontract", description="KV-cache offloading with checked contracts.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
@@ -111,7 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _plan_arguments(plan: argparse.ArgumentParser) -> None:
     """The options of ``plan``."""
     plan.add_argument(
-        "--trace", type=Path, required=True, help="Mooncake JSONL, or JSONL/CSV of request_id and hash_ids"
+        "--trace",
+        type=Path,
+        required=True,
+        help="Mooncake JSONL, or JSONL/CSV of request_id and hash_ids, gzip or not; mooncake-conversation: the shipped trace",
     )
     plan.add_argument("--policies", default="lru,arc", help="comma-separated policy names (default: lru,arc)")
     plan.add_argument(
@@ -123,7 +129,8 @@ def _plan_arguments(plan: argparse.ArgumentParser) -> None:
     plan.add_argument("--target-hit", type=float, help="report the smallest capacity reaching this hit ratio")
     plan.add_argument("--sample", type=float, help="SHARDS sampling rate for LRU's curve, e.g. 0.01")
     plan.add_argument(
-        "--tiers", help="split LRU's hits by level: host,file / host,redis / host,file,redis (lookup order)"
+        "--tiers",
+        help="split LRU's hits by level: host,file / host,redis / host,mooncake / host,file,redis (lookup order)",
     )
     plan.add_argument(
         "--tier-capacity", metavar="NAME=SIZE,...", help="each tier's size with --tiers, e.g. file=40%%,redis=64GiB"
@@ -143,7 +150,12 @@ def _simulate_arguments(simulate: argparse.ArgumentParser) -> None:
     simulate.add_argument(
         "--print-config", action="store_true", help="print the config the run would use, as YAML, and run nothing"
     )
-    simulate.add_argument("--trace", type=Path, help="Mooncake-format JSONL trace (default: built-in workload)")
+    simulate.add_argument(
+        "--trace",
+        type=Path,
+        help="Mooncake-format JSONL trace, gzip or not; mooncake-conversation: the shipped trace "
+        "(default: built-in workload)",
+    )
     simulate.add_argument("--requests", type=int, help="number of requests (default: 3000, or the whole trace)")
     simulate.add_argument("--seed", type=int, default=0, help="seed of the built-in workload (default: 0)")
     simulate.add_argument(

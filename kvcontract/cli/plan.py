@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kvcontract.cli.config_command import load_command_config
 from kvcontract.cli.errors import UsageError
-from kvcontract.cli.streams import STDOUT, check_writable, writing, wrote
+from kvcontract.cli.streams import STDOUT, check_distinct, check_writable, writing, wrote
 
 __all__ = ["run_plan"]
 
@@ -43,6 +43,7 @@ def run_plan(options: argparse.Namespace) -> int:
     if options.target_hit is not None and not 0 < options.target_hit <= 1:
         raise UsageError(f"--target-hit is a hit ratio in (0, 1], got {options.target_hit}")
     json_path = None if options.json in (None, STDOUT) else Path(options.json)
+    check_distinct({"--json": json_path, "--plot": options.plot})
     if json_path is not None:
         check_writable(json_path, "--json")
     if options.plot is not None:
@@ -104,13 +105,16 @@ def _tier_sizes(options: argparse.Namespace, unique: int, block_bytes: int | Non
 
     if options.tiers is None:
         if options.tier_capacity is not None:
-            raise UsageError("--tier-capacity sizes the tiers of --tiers: give --tiers host,file (or redis) too")
+            raise UsageError(
+                f"--tier-capacity sizes the tiers of --tiers: give --tiers host,file (or {', '.join(TIER_KINDS[1:])}) too"
+            )
         return {}
     levels = [name.strip() for name in options.tiers.split(",")]
     below = levels[1:]
     if levels[0] != HOST or not below or len(set(levels)) != len(levels) or not set(below) <= set(TIER_KINDS):
         raise UsageError(
-            f"--tiers {options.tiers!r}: write host first, then file and/or redis once each, e.g. host,file,redis"
+            f"--tiers {options.tiers!r}: write host first, then any of {', '.join(TIER_KINDS)} once each, "
+            "e.g. host,file,redis"
         )
     sizes: dict[str, str] = {}
     for part in options.tier_capacity.split(",") if options.tier_capacity else ():

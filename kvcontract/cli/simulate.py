@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from collections.abc import Generator
@@ -10,9 +11,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kvcontract.arguments import installed_version
 from kvcontract.cli.config_command import load_command_config, print_config
 from kvcontract.cli.errors import UsageError
-from kvcontract.cli.streams import STDOUT, check_writable, writing, wrote
+from kvcontract.cli.streams import STDOUT, check_distinct, check_writable, writing, wrote
 
 if TYPE_CHECKING:
     from kvcontract.config import KVContractConfig
@@ -23,12 +25,12 @@ __all__ = ["run_simulate"]
 
 def run_simulate(options: argparse.Namespace) -> int:
     """``kvcontract simulate``: check the options and outputs, run, report; ``--engines`` hands over to the multi-engine run."""
+    from kvcontract.sim.output import write_text
     from kvcontract.sim.report import (
         print_report,
         require_plotting,
         run_heading,
         write_plot,
-        write_summary,
     )
     from kvcontract.sim.run import check_request_count, run_simulation
     from kvcontract.sim.simulator import DataMismatch
@@ -38,6 +40,7 @@ def run_simulate(options: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(f"--{error}") from None
     json_path = None if options.json in (None, STDOUT) else Path(options.json)
+    check_distinct({"--json": json_path, "--plot": options.plot})
     if json_path is not None:
         check_writable(json_path, "--json")
     if options.plot is not None:
@@ -70,22 +73,55 @@ def run_simulate(options: argparse.Namespace) -> int:
                 seed=options.seed,
                 metrics=metrics,
                 observer=observer,
+                source=_source(options),
             )
         except DataMismatch as error:
             print(f"kvcontract: verification failed: {error}", file=sys.stderr)
             return 1
+    _say_short_trace(options, report.requests)
+    document = {**report.summary(), "run": run_identity(options, config)}
     if json_path is not None:
-        write_summary(report, json_path)
+        write_text(json_path, json.dumps(document) + "\n")
         wrote("the figures as JSON", json_path)
     with writing():
         if options.json == STDOUT:
-            print(json.dumps(report.summary()))
+            print(json.dumps(document))
         else:
             print_report(report, run_heading(config, trace=options.trace, requests=report.requests, seed=options.seed))
     if options.plot is not None:
         write_plot(report, options.plot)
         wrote("the plot of the run", options.plot)
     return 0
+
+
+def run_identity(options: argparse.Namespace, config: KVContractConfig) -> dict[str, object]:
+    """What names a run in its JSON: the kvcontract version, the config's fingerprint (SHA-256 of the
+    config as it ran, defaults filled in, 16 hex digits), the trace or the seed of the built-in
+    workload, the requests asked for and the engines."""
+    canonical = config.model_dump_json().encode()
+    return {
+        "kvcontract_version": installed_version(),
+        "config_fingerprint": hashlib.sha256(canonical).hexdigest()[:16],
+        "trace": None if options.trace is None else str(options.trace),
+        "seed": options.seed,
+        "requests_asked": options.requests,
+        "engines": options.engines,
+    }
+
+
+def _source(options: argparse.Namespace) -> str:
+    """What a config error's line starts with: the config file, as ``config validate`` names it."""
+    return "config" if options.config is None else str(options.config)
+
+
+def _say_short_trace(options: argparse.Namespace, served: int) -> None:
+    """Say so on standard error when ``--requests`` asked for more requests than the trace holds."""
+    if options.requests is not None and served < options.requests:
+        print(
+            f"kvcontract: --requests {options.requests:,}: the trace holds {served:,} "
+            f"request{'s' if served != 1 else ''}, all of them served",
+            file=sys.stderr,
+        )
 
 
 @contextmanager
@@ -100,7 +136,12 @@ def _metrics_served(port: int | None) -> Generator[MetricsCollector | None, None
     from kvcontract.prometheus import serve_metrics
 
     collector = MetricsCollector()
-    server = serve_metrics(collector, port)
+    try:
+        server = serve_metrics(collector, port)
+    except OSError as error:
+        raise UsageError(
+            f"--metrics-port {port}: cannot serve there ({error.strerror or error}); give a free port, or 0 for any"
+        ) from None
     print(f"kvcontract: metrics at http://127.0.0.1:{server.port}/metrics", file=sys.stderr)
     try:
         yield collector
@@ -125,17 +166,24 @@ def _simulate_engines(options: argparse.Namespace, config: KVContractConfig) -> 
         raise UsageError("--plot draws one engine's run: leave it out with --engines")
     try:
         report = run_engines_simulation(
-            config, options.engines, trace=options.trace, num_requests=options.requests, seed=options.seed
+            config,
+            options.engines,
+            trace=options.trace,
+            num_requests=options.requests,
+            seed=options.seed,
+            source=_source(options),
         )
     except DataMismatch as error:
         print(f"kvcontract: verification failed: {error}", file=sys.stderr)
         return 1
+    _say_short_trace(options, report.requests)
+    document = {**report.summary(), "run": run_identity(options, config)}
     if options.json not in (None, STDOUT):
-        write_text(Path(options.json), json.dumps(report.summary()) + "\n")
+        write_text(Path(options.json), json.dumps(document) + "\n")
         wrote("the figures as JSON", Path(options.json))
     with writing():
         if options.json == STDOUT:
-            print(json.dumps(report.summary()))
+            print(json.dumps(document))
         else:
             heading = run_heading(
                 config, trace=options.trace, requests=report.requests, seed=options.seed, engines=options.engines

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kvcontract.cli.errors import UsageError
 
-__all__ = ["STDOUT", "check_writable", "discard_stdout", "writing", "wrote"]
+__all__ = ["STDOUT", "check_distinct", "check_writable", "discard_stdout", "writing", "wrote"]
 
 
 STDOUT = "-"
@@ -57,3 +57,15 @@ def check_writable(path: Path, option: str) -> None:
             pass
     except OSError as error:
         raise UsageError(f"{option} {path}: cannot write in {folder}: {error.strerror or error}") from None
+
+
+def check_distinct(outputs: dict[str, Path | None]) -> None:
+    """Refuse one file named by two options (``--json run.png --plot run.png``): the second write would replace the first."""
+    seen: dict[str, str] = {}
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            raise UsageError(f"{seen[real]} and {option} both name {path}: give each output its own file")
+        seen[real] = option

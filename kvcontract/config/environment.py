@@ -28,13 +28,22 @@ def _is_override(name: str) -> bool:
     return "__" in rest or (rest not in _NOT_FIELDS and rest.lower() in KVContractConfig.model_fields)
 
 
+def override_fields(environ: Mapping[str, str]) -> dict[str, str]:
+    """Each field path (``manager.capacity``) that a ``KVCONTRACT_`` variable of ``environ`` sets, and the variable."""
+    return {".".join(_path_of(name)): name for name in sorted(environ) if _is_override(name)}
+
+
+def _path_of(name: str) -> list[str]:
+    return [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+
+
 def apply_environment(data: dict[str, object], environ: Mapping[str, str]) -> dict[str, object]:
     """``data`` with each ``KVCONTRACT_SECTION__FIELD`` variable of ``environ`` applied (a copy)."""
     merged = copy.deepcopy(data)
     for name, raw in sorted(environ.items()):
         if not _is_override(name):
             continue
-        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+        path = _path_of(name)
         node = merged
         for part in path[:-1]:
             child = node.setdefault(part, {})

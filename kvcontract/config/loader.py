@@ -15,7 +15,7 @@ from pydantic import (
     ValidationError,
 )
 
-from kvcontract.config.environment import apply_environment
+from kvcontract.config.environment import apply_environment, override_fields
 from kvcontract.config.errors import ConfigError, describe_errors, parse_failure
 from kvcontract.config.limits import ConfigLimits, check_shape
 from kvcontract.config.model import KVContractConfig
@@ -40,12 +40,13 @@ def load_config(
     source = str(path) if path is not None else "defaults"
     data = _read(Path(path)) if path is not None else dict(base or {})
     check_shape(data, source)
-    data = apply_environment(data, os.environ if environ is None else environ)
+    variables = os.environ if environ is None else environ
+    data = apply_environment(data, variables)
     check_shape(data, source)
     try:
         return KVContractConfig.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(source, describe_errors(error)) from None
+        raise ConfigError(source, describe_errors(error, KVContractConfig, override_fields(variables))) from None
 
 
 def read_config(path: str | Path) -> dict[str, object]:

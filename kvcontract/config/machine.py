@@ -1,8 +1,13 @@
-"""Whether this machine can run a config: its device, its physical memory, its shared-memory file."""
+"""Whether this machine can run a config: its device, its physical memory, its shared-memory file, its file tiers.
+
+``kvcontract config validate`` and ``kvcontract simulate`` both ask :func:`check_machine`, so
+what one refuses the other refuses, with the same line naming the field.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -12,8 +17,12 @@ from pydantic import (
 
 from kvcontract.config.errors import ConfigError
 from kvcontract.config.limits import ConfigLimits
-from kvcontract.config.manager import CPUManagerConfig
+from kvcontract.config.manager import CPUManagerConfig, TieringManagerConfig
 from kvcontract.config.model import KVContractConfig
+from kvcontract.config.tiers import FileTierConfig
+
+_PSEUDO_FILESYSTEMS = frozenset({"proc", "sys"})
+"""Top folders of the kernel's views (procfs, sysfs), which hold no files a tier could write."""
 
 
 def physical_memory_bytes() -> int:
@@ -28,7 +37,8 @@ def check_machine(
     config: KVContractConfig, source: str = "config", *, longest_request: int = 0, engines: int = 1
 ) -> None:
     """Raise :class:`ConfigError` unless this machine can run ``config``: its device exists, its
-    host memory fits in physical memory, and a shared-memory file present has the buffer's size.
+    host memory fits in physical memory, a shared-memory file present has the buffer's size, and
+    each file tier's root is a safe folder on a disk with room for the tier (:func:`_file_tier_problems`).
 
     For a simulation, ``longest_request`` (in offload blocks) sizes the simulated KV cache of
     each of ``engines`` engines (two request regions each), which must fit beside the host
@@ -54,8 +64,8 @@ def check_machine(
     memory = physical_memory_bytes()
     if host_bytes > memory:
         problems.append(
-            f"{_primary_path(config)}: {ByteSize(host_bytes).human_readable()} of host memory is more "
-            f"than this machine's {ByteSize(memory).human_readable()} of physical memory"
+            f"{_primary_path(config)}: {ByteSize(host_bytes).human_readable()} of host memory{_if_default(config)} "
+            f"is more than this machine's {ByteSize(memory).human_readable()} of physical memory"
         )
     elif longest_request:
         problems += _simulation_problems(config, longest_request, engines, cuda=cuda and not problems, memory=memory)
@@ -64,6 +74,7 @@ def check_machine(
         problem = _shared_file_problem(Path(shared), host_bytes)
         if problem is not None:
             problems.append(f"transfer.shared_memory_path: {problem}")
+    problems += _file_tier_problems(config)
     if problems:
         raise ConfigError(source, problems)
 
@@ -96,6 +107,13 @@ def _cuda_device(device: str) -> str:
     return "cuda" if device == "auto" else device
 
 
+def _if_default(config: KVContractConfig) -> str:
+    """`` (the default ...: set FIELD)`` when the config never gave the host memory's capacity."""
+    if "capacity" in config.primary.model_fields_set:
+        return ""
+    return f" (the default, {config.host_blocks:,} blocks of this layout: set {_primary_path(config)})"
+
+
 def _primary_path(config: KVContractConfig) -> str:
     return "manager.capacity" if isinstance(config.manager, CPUManagerConfig) else "manager.primary.capacity"
 
@@ -118,3 +136,60 @@ def _shared_file_problem(path: Path, size: int) -> str | None:
             "(host blocks x bytes per offload block): use the same geometry, or remove the file"
         )
     return None
+
+
+def _file_tier_problems(config: KVContractConfig) -> list[str]:
+    """Why each file tier cannot run here: a root under ``/proc`` or ``/sys``, a root the tier would
+    refuse to trust (as it does when built), or a capacity beyond the disk's free space."""
+    if not isinstance(config.manager, TieringManagerConfig):
+        return []
+    problems: list[str] = []
+    block = config.kv_layout.offload_block_bytes
+    for index, tier in enumerate(config.manager.secondary):
+        if isinstance(tier, FileTierConfig):
+            problems += _file_tier_problem(tier, f"manager.secondary.{index}", block)
+    return problems
+
+
+def _file_tier_problem(tier: FileTierConfig, field: str, block_bytes: int) -> list[str]:
+    from kvcontract.tiers.file.block_dir import root_owner_problem  # the tiers' package builds contracts on import
+
+    root = Path(os.path.realpath(tier.path))
+    if len(root.parts) > 1 and root.parts[1] in _PSEUDO_FILESYSTEMS:
+        return [
+            f"{field}.path: {tier.path} is under /{root.parts[1]}, a view of the kernel that holds no "
+            "files; give a folder on a disk, e.g. /var/cache/kvcontract"
+        ]
+    existing = next((folder for folder in (root, *root.parents) if folder.exists()), Path("/"))
+    if existing != root and not os.access(existing, os.W_OK | os.X_OK):
+        return [f"{field}.path: {tier.path} cannot be created: {existing} is not writable by this user"]
+    if existing == root:
+        if not root.is_dir():
+            return [f"{field}.path: {tier.path} exists and is not a directory"]
+        owner = None if tier.trust_shared_root else root_owner_problem(tier.path, root.stat(), tier.umask)
+        if owner is not None:
+            return [f"{field}.path: {owner}"]
+    wanted = int(tier.capacity) * block_bytes
+    free = shutil.disk_usage(existing).free
+    if wanted > free and wanted > free + _bytes_under(root):
+        return [
+            f"{field}.capacity: {ByteSize(wanted).human_readable()} is more than the "
+            f"{ByteSize(free).human_readable()} free on the disk of {tier.path} (with what the root "
+            "already holds): lower the capacity or free the disk"
+        ]
+    return []
+
+
+def _bytes_under(folder: Path) -> int:
+    """Bytes of the files below ``folder`` (a tier's earlier blocks, which it keeps); 0 if there is none.
+
+    Walked only when a capacity passes the disk's free space, so a common start pays nothing.
+    """
+    total = 0
+    for parent, _, names in os.walk(folder):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(parent, name)).st_size
+            except OSError:  # removed since the listing
+                continue
+    return total

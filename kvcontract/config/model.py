@@ -66,12 +66,18 @@ class KVContractConfig(ConfigModel):
 
         manager = config.manager
         host = ConfigLimits.MAX_HOST_BYTES
+        # a capacity already in blocks is left as it is, so that its model still tells (fields set)
+        # whether the file gave it or it is the default, as the machine check says
         if isinstance(manager, CPUManagerConfig):
             blocks = in_blocks(manager.capacity, "manager.capacity", host, "host memory")
-            normalized: ManagerConfig = manager.model_copy(update={"capacity": blocks})
+            normalized: ManagerConfig = (
+                manager.model_copy(update={"capacity": blocks}) if isinstance(manager.capacity, ByteSize) else manager
+            )
         else:
             primary = manager.primary
             blocks = in_blocks(primary.capacity, "manager.primary.capacity", host, "host memory")
+            if isinstance(primary.capacity, ByteSize):
+                primary = primary.model_copy(update={"capacity": blocks})
             secondary = [
                 tier.model_copy(
                     update={
@@ -84,9 +90,7 @@ class KVContractConfig(ConfigModel):
                 else tier
                 for i, tier in enumerate(manager.secondary)
             ]
-            normalized = manager.model_copy(
-                update={"primary": primary.model_copy(update={"capacity": blocks}), "secondary": secondary}
-            )
+            normalized = manager.model_copy(update={"primary": primary, "secondary": secondary})
         if problems:
             raise ValueError("; ".join(problems))
         # Frozen for callers; validation completes the instance here (pydantic supports no

@@ -100,6 +100,9 @@ class MooncakeTierConfig(ConfigModel):
     local_buffer_size: ByteSize = Field(default=ByteSize(256 << 20), ge=0, le=ConfigLimits.MAX_TIER_BYTES)
     replicas: int = Field(default=1, ge=1, le=16)
     timeout: float = Field(default=5.0, gt=0)
+    client_log_level: Literal["INFO", "WARNING", "ERROR"] = Field(
+        default="WARNING", description="The least level of the Mooncake client's own log lines (MC_LOG_LEVEL)."
+    )
     io_threads: int = Field(default=4, ge=1, le=ConfigLimits.MAX_IO_THREADS)
     namespace: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[^{}:\s]+$")
     lookup_timeout: float = Field(default=0.1, gt=0)

@@ -88,7 +88,7 @@ def _diff(path: str, before: str, after: str, base: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, prog: str) -> int:
     start = args.paths[0] if args.paths else "."
     config = load_config(start if os.path.exists(start) else ".", args.config)
     settings = _settings(args, config)
@@ -117,25 +117,29 @@ def _run(args: argparse.Namespace) -> int:
     sys.stdout.write(render(findings, fmt, base, installed_version()))
     if args.statistics:
         sys.stdout.write(statistics(findings))
+    if not findings and fmt == "text":  # a clean run says what it read, on standard error: stdout stays empty
+        sys.stderr.write(f"{prog}: {len(files)} file{'s' if len(files) != 1 else ''} read, no findings\n")
     if findings and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command with ``argv`` (default: the process arguments); returns the exit status."""
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, prog: str = "kvcontract-lint") -> int:
+    """Run the command with ``argv`` (default: the process arguments); returns the exit status.
+
+    ``prog`` is the name it goes by in help and errors (``kvcontract lint`` under ``kvcontract``)."""
+    parser = build_parser(prog)
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     try:
-        return _run(args)
+        return _run(args, prog)
     except (ConfigError, FileNotFoundError) as exc:
-        sys.stderr.write(f"kvcontract-lint: error: {exc}\n")
+        sys.stderr.write(f"{prog}: error: {exc}\n")
         return EXIT_ERROR
     except Exception as exc:  # a crash must still exit 2, naming what went wrong
-        sys.stderr.write(f"kvcontract-lint: internal error: {type(exc).__name__}: {exc}\n")
+        sys.stderr.write(f"{prog}: internal error: {type(exc).__name__}: {exc}\n")
         return EXIT_ERROR
 
 

@@ -5,7 +5,7 @@ Keys (kebab-case, all optional)::
     select = ["KVC"]                 # codes or prefixes to enable
     ignore = ["KVC007"]              # codes or prefixes to disable
     per-file-ignores = {"tests/*" = ["KVC001"]}
-    extra-roots = ["src", "../shared"]   # where else bases are resolved from
+    extra-roots = ["src", "../common"]   # where else bases are resolved from
     contract-bases = ["mylib.protocols.Policy"]  # extra contract classes
     exclude = ["generated/"]         # gitignore-style, relative to the pyproject
     exempt-dunders = false           # exempt every __dunder__ from KVC001

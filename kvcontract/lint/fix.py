@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import io
 import os
+import sys
 import tokenize
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -63,6 +64,57 @@ def import_line_index(text: str, lines: Sequence[str]) -> int:
     return position
 
 
+def _section(module: str) -> int:
+    """The section of an import, in the order isort and ruff keep them: ``__future__``, the standard
+    library, then the others (third- and first-party together, and relative imports)."""
+    if module == "__future__":
+        return 0
+    return 1 if module.split(".")[0] in sys.stdlib_module_names else 2
+
+
+def _sort_key(stmt: ast.Import | ast.ImportFrom) -> tuple[int, bool, str]:
+    """Section, then plain ``import`` lines before ``from`` lines, then the module's name."""
+    if isinstance(stmt, ast.ImportFrom):
+        module = stmt.module or ""
+        return (2 if stmt.level else _section(module)), True, module.lower()
+    return _section(stmt.names[0].name), False, stmt.names[0].name.lower()
+
+
+def sorted_import_position(text: str, lines: Sequence[str], module: str) -> tuple[int, str, str]:
+    """Where ``from module import ...`` goes so that the module's leading imports stay sorted:
+    the 0-based line index, and the blank lines to put before and after it.
+
+    It joins the first blank-line-separated block of its section at its sorted place, or starts
+    a block of its own between the sections before and after it; a module with no leading
+    import takes :func:`import_line_index`.
+    """
+    body = ast.parse(text).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    blocks: list[list[ast.Import | ast.ImportFrom]] = []
+    for stmt in body:
+        if not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            break
+        if blocks and stmt.lineno == (blocks[-1][-1].end_lineno or blocks[-1][-1].lineno) + 1:
+            blocks[-1].append(stmt)
+        else:
+            blocks.append([stmt])
+    if not blocks:
+        return import_line_index(text, lines), "", ""
+    key = (_section(module), True, module.lower())
+    for block in blocks:
+        if max(_sort_key(stmt)[0] for stmt in block) == key[0]:
+            later = next((stmt for stmt in block if _sort_key(stmt) > key), None)
+            if later is not None:
+                return later.lineno - 1, "", ""
+            return block[-1].end_lineno or block[-1].lineno, "", ""
+    before = [block for block in blocks if max(_sort_key(stmt)[0] for stmt in block) < key[0]]
+    if not before:
+        return blocks[0][0].lineno - 1, "", "\n"
+    last = before[-1][-1]
+    return last.end_lineno or last.lineno, "\n", ""
+
+
 def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
@@ -112,11 +164,10 @@ def fix_source(text: str, findings: Iterable[Finding]) -> tuple[str, int]:
             joined = first[: fix.col] + fix.replacement.encode("utf-8") + last[fix.end_col :]
             lines[fix.line - 1 : fix.end_line] = [joined.decode("utf-8")]
             count += 1
-    if imports:
-        new_text = "".join(lines)
-        index = import_line_index(new_text, lines)
-        statements = [_import_statement(module, name) + newline for name, module in sorted(imports.items())]
-        lines[index:index] = statements
+    for name, module in sorted(imports.items()):
+        index, before, after = sorted_import_position("".join(lines), lines, module)
+        statement = _import_statement(module, name) + newline
+        lines[index:index] = [newline] * len(before) + [statement] + [newline] * len(after)
     result = "".join(lines)
     if trailing_added:
         result = result[: -len(newline)]

@@ -60,6 +60,8 @@ class TierStats:
     """Blocks read back that failed the tier's verification, as the tier counts them (0 if it keeps no count)."""
     identity_mismatches: int = 0
     """Values the tier met that another block identity wrote, each a miss (0 if it keeps no count)."""
+    reachable: bool = True
+    """Whether the tier's store answered at its last contact; ``False``: degraded, every lookup a miss."""
 
 
 @runtime_checkable
@@ -67,6 +69,14 @@ class _VerifyingTier(Protocol):
     """A tier that verifies what it reads back and counts what fails (the file and Redis tiers)."""
 
     def stats(self) -> _VerificationCounts: ...
+
+
+@runtime_checkable
+class _HealthReporting(Protocol):
+    """A tier whose store may be out of reach, so that it runs degraded (the remote tiers)."""
+
+    @property
+    def healthy(self) -> bool: ...
 
 
 class _VerificationCounts(Protocol):
@@ -328,7 +338,12 @@ class TieringOffloadingManager(OffloadingManager):
         self._poll()
         primary = self._primary.stats()
         tiers = tuple(
-            TierStats(type(state.tier).__name__, **asdict(state.counters), **_verification(state.tier))
+            TierStats(
+                type(state.tier).__name__,
+                **asdict(state.counters),
+                **_verification(state.tier),
+                reachable=not isinstance(state.tier, _HealthReporting) or state.tier.healthy,
+            )
             for state in self._tiers
         )
         counters = {f.name: getattr(primary, f.name) for f in fields(ManagerStats)}

@@ -137,7 +137,7 @@ def _sampled_policy(name: str, capacity: int, rate: float) -> CachePolicy:
 
     The prefix-aware policy averages reuse distances with a weight per reuse; a shadow sees
     ``rate`` times fewer reuses, so with the primary's weight its average would take ``1 / rate``
-    times longer to follow the traffic (at rate 0.01 on the shared trace it read 0.017 low, with
+    times longer to follow the traffic (at rate 0.01 on the shipped trace it read 0.017 low, with
     this weight 0.008). Every other built-in policy's parameters scale with its capacity.
     """
     policy = make_policy(name, capacity)

@@ -14,7 +14,7 @@ Two corrections make a small sample hold up on real prefix traffic:
 
 - **Hot heads.** A block at the head of a large share of requests (a system prompt) carries
   a large share of all hits, so whether the hash happens to sample it would swing every
-  figure by that share (on the shared trace one block, the head of every request, is 4 % of
+  figure by that share (on the shipped trace one block, the head of every request, is 4 % of
   all blocks requested). Heads are counted (Misra-Gries, 64 counters); a head seen in at
   least 5 % of requests is *hot*: counted at its true weight, as a hit, and kept out of the
   shadows (its reuse distance is a few requests, which every built-in policy holds unless
@@ -89,6 +89,8 @@ class WhatIfReport:
     sampled_blocks: int
     shadow_blocks: int
     """Blocks all shadows may hold together: the observer's memory, in the primary's units."""
+    requested_rate: float = 1.0
+    """The config's rate; ``sample_rate`` is higher where the smallest shadow needs more blocks."""
 
     def summary(self) -> WhatIfSummary:
         """The run window's figures as ``simulate --json`` writes them."""
@@ -97,6 +99,12 @@ class WhatIfReport:
             policy={name: figure.run for name, figure in self.policy.items()},
             current=self.current.run,
             sample_rate=self.sample_rate,
+            requested_rate=self.requested_rate,
+            errors={
+                "current": self.current.error,
+                **{f"capacity {multiple:g}": figure.error for multiple, figure in self.capacity.items()},
+                **{f"policy {name}": figure.error for name, figure in self.policy.items()},
+            },
         )
 
 
@@ -194,6 +202,7 @@ class WhatIfObserver(RequestObserver):
         self._threshold = int(rate * _FULL)
         self._weight = 1.0 / rate
         self._rate = rate
+        self._requested_rate = config.sample_rate
         self._salt = salt
         self._hot = _HotHeads()
         # One shadow per distinct policy and size: the current setting is often also a figure (lru at 1x).
@@ -276,6 +285,7 @@ class WhatIfObserver(RequestObserver):
                 requests=self._requests,
                 sampled_blocks=self._sampled_blocks,
                 shadow_blocks=sum(s.cache.capacity for s in self._shadows),
+                requested_rate=self._requested_rate,
             )
 
     def source(self) -> Iterator[MetricSample]:

@@ -18,6 +18,7 @@ from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.plan.optimum import optimal_hit_ratio
 from kvcontract.plan.stack_distance import lru_hit_curve, shards_hit_curves
+from kvcontract.sim.hit_bound import unbounded_hit_ratio
 from kvcontract.sim.replay import replay
 
 __all__ = ["CapacityPlan", "OPTIMUM", "plan_capacity", "plan_steps"]
@@ -103,7 +104,7 @@ def plan_capacity(
     blocks = sum(len(request) for request in requests)
     unique = len({hash_id for request in requests for hash_id in request})
     longest = max(len(request) for request in requests)
-    ceiling = _unbounded_hits(requests) / blocks
+    ceiling = unbounded_hit_ratio(requests)
     return CapacityPlan(grid, curves, len(requests), blocks, unique, longest, ceiling, sample_rate, error)
 
 
@@ -115,19 +116,6 @@ def plan_steps(capacities: Sequence[int], policies: Sequence[str]) -> int:
     """The steps of :func:`plan_capacity`: LRU's one pass, and a replay per other policy (and the optimum) and capacity."""
     replayed = len([policy for policy in policies if policy != "lru"]) + 1
     return int("lru" in policies) + replayed * len(set(capacities))
-
-
-def _unbounded_hits(requests: Sequence[Sequence[int]]) -> int:
-    """Prefix hits with room for every block: each request's leading blocks seen before."""
-    seen: set[int] = set()
-    hits = 0
-    for request in requests:
-        for hash_id in request:
-            if hash_id not in seen:
-                break
-            hits += 1
-        seen.update(request)
-    return hits
 
 
 def _share(requests: Sequence[Sequence[int]]) -> None:

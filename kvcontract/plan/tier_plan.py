@@ -1,4 +1,4 @@
-"""Hit ratios split by tier (host memory, then a file or a Redis tier), from one pass of stack distances.
+"""Hit ratios split by tier (host memory, then file, Redis or Mooncake tiers), from one pass of stack distances.
 
 The tiering manager writes every block stored in host memory through to each tier and
 touches a request's blocks in every tier, so each LRU tier of ``c`` blocks holds the ``c``
@@ -6,7 +6,10 @@ most recent blocks of the same recency stack as host memory: the hierarchy is in
 A block is then a prefix hit when its request's prefix up to it lies within the largest
 level, and it is served by the first level in lookup order (host first) that holds it when
 its request comes. So one pass of stack depths answers every host capacity and every tier
-size at once; the file and Redis tiers differ in where the bytes go, not in what they hold.
+size at once; the file, Redis and Mooncake tiers differ in where the bytes go, not in what they
+hold. A Redis or Mooncake tier is modelled as LRU of its size: Redis's ``allkeys-lru`` and
+Mooncake's eviction above its high watermark approximate it, and the plan says what an LRU of
+that size would serve.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ __all__ = ["HOST", "TIER_KINDS", "TierPlan", "plan_tiers"]
 HOST = "host"
 """The first level: host memory, whose capacity the plan's grid spans."""
 
-TIER_KINDS = ("file", "redis")
+TIER_KINDS = ("file", "redis", "mooncake")
 """The tiers a plan can put below host memory, in any order, each at most once."""
 
 

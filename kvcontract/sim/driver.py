@@ -131,7 +131,7 @@ class RequestServer(Generic[_K, _C]):
     """Serves requests through one manager in kvcontract's order.
 
     The manager's bound methods are looked up once here, not per request: the replay of the
-    shared trace spends about 1 µs per request less that way. ``checked=False`` calls them
+    shipped trace spends about 1 µs per request less that way. ``checked=False`` calls them
     without their runtime contract checks, for kvcontract's own callers whose calls the
     strict type-check gate proves (the what-if's shadows); an engine's calls stay checked.
     ``hit`` is the manager's readable answer (vLLM's managers have their own enum). The

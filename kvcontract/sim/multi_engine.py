@@ -22,7 +22,7 @@ from kvcontract.config import KVContractConfig
 from kvcontract.sim.output import show_line, show_table
 from kvcontract.sim.report import check_verdict
 from kvcontract.sim.run import simulation_requests
-from kvcontract.sim.simulator import EngineSimulator, SimulationReport
+from kvcontract.sim.simulator import EngineSimulator, SimulationReport, build_engine
 
 __all__ = ["MAX_ENGINES", "MultiEngineReport", "print_engines_report", "run_engines", "run_engines_simulation"]
 
@@ -95,7 +95,7 @@ def run_engines(config: KVContractConfig, requests: Sequence[Sequence[int]], eng
     if not 1 <= engines <= MAX_ENGINES:
         raise ValueError(f"engines must be between 1 and {MAX_ENGINES}, got {engines}")
     longest = max(map(len, requests), default=1)
-    simulators = [EngineSimulator(config, max_blocks_per_request=longest) for _ in range(engines)]
+    simulators = [EngineSimulator(config, build_engine(config, longest)) for _ in range(engines)]
     turns = _Turns(engines)
     reports: list[SimulationReport | None] = [None] * engines
     errors: list[BaseException] = []
@@ -148,11 +148,15 @@ def run_engines_simulation(
     trace: Path | None = None,
     num_requests: int | None = None,
     seed: int = 0,
+    source: str = "config",
 ) -> MultiEngineReport:
-    """:func:`run_engines` on the trace's requests (the first ``num_requests``) or the built-in workload's."""
+    """:func:`run_engines` on the trace's requests (the first ``num_requests``) or the built-in workload's;
+    ``source`` (the config's file) starts the line of a machine check the config fails."""
     if not 1 <= engines <= MAX_ENGINES:
         raise ValueError(f"engines must be between 1 and {MAX_ENGINES}, got {engines}")
-    requests = simulation_requests(config, trace=trace, num_requests=num_requests, seed=seed, engines=engines)
+    requests = simulation_requests(
+        config, trace=trace, num_requests=num_requests, seed=seed, engines=engines, source=source
+    )
     apply_runtime_checks(config)
     return run_engines(config, requests, engines)
 
@@ -189,5 +193,6 @@ def print_engines_report(
     for line in heading:
         show_line(line, out)
     columns = ("engine", "requests", "blocks", "hit ratio", "verified", "failed stores / loads", "tier hits")
-    show_table(f"{len(report.engines)} engines sharing their tiers", columns, rows, left=(), console=out)
+    shared = "sharing their tiers" if any(engine.tiers for engine in report.engines) else "with no tier to share"
+    show_table(f"{len(report.engines)} engines {shared}", columns, rows, left=(), console=out)
     show_line(check_verdict(report.verified_blocks), out)

@@ -26,6 +26,11 @@ class WhatIfSummary:
     current: float
     """The primary's own policy and capacity on the same sample: the base of the deltas."""
     sample_rate: float
+    """The rate the shadows saw: the config's, or higher where the smallest shadow needs it."""
+    requested_rate: float = 1.0
+    """The config's ``observe.whatif.sample_rate``."""
+    errors: dict[str, float] | None = None
+    """Each figure's standard error from sampling (``current``, ``capacity <multiple>``, ``policy <name>``)."""
 
 
 class RequestObserver(Protocol):

@@ -83,15 +83,31 @@ def show_line(text: str, console: Console | None = None) -> None:
 @contextmanager
 def progress(description: str, total: int) -> Generator[Callable[[int], None], None, None]:
     """A callable taking the count done so far: a progress bar while standard error is a terminal
-    (removed when the block ends), otherwise one that does nothing."""
+    (removed when the block ends). An interrupt of the block carries a note of how far it got
+    (``simulating on cpu: 120 of 3,000 done``), which the command line prints."""
+    done_so_far = 0
+
+    def count(done: int) -> None:
+        nonlocal done_so_far
+        done_so_far = done
+
     console = Console(stderr=True)
-    if not console.is_terminal:
-        yield lambda done: None
-        return
-    columns = (TextColumn(description), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda done: bar.update(task, completed=done)
+    try:
+        if not console.is_terminal:
+            yield count
+            return
+        columns = (TextColumn(description), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=console, transient=True) as bar:
+            task = bar.add_task(description, total=total)
+
+            def advance(done: int) -> None:
+                count(done)
+                bar.update(task, completed=done)
+
+            yield advance
+    except KeyboardInterrupt as interruption:
+        interruption.add_note(f"{description}: {done_so_far:,} of {total:,} done")
+        raise
 
 
 def size_text(count: int) -> str:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from kvcontract.assembly import apply_runtime_checks
 from kvcontract.config import ConfigError, KVContractConfig, check_machine
-from kvcontract.metrics import MeteredWorker, MetricsCollector, manager_source
+from kvcontract.metrics import MetricsCollector
 from kvcontract.sim.observer import RequestObserver
 from kvcontract.sim.output import progress
-from kvcontract.sim.simulator import EngineSimulator, SimulationReport
+from kvcontract.sim.simulator import EngineSimulator, SimulationReport, build_engine
 from kvcontract.sim.trace import read_simulation_requests
 from kvcontract.sim.workload import conversation_workload
 
@@ -35,24 +35,22 @@ def run_simulation(
     show_progress: bool = True,
     metrics: MetricsCollector | None = None,
     observer: RequestObserver | None = None,
+    source: str = "config",
 ) -> SimulationReport:
     """Serve the trace's requests (or the built-in workload's) through ``config``'s components.
 
     With ``metrics``, the manager and the worker (behind a :class:`MeteredWorker`) report to it;
-    ``observer`` sees every request's keys (the what-if).
+    ``observer`` sees every request's keys (the what-if). ``source`` (the config's file) starts
+    the line of a machine check the config fails.
     """
-    requests = simulation_requests(config, trace=trace, num_requests=num_requests, seed=seed)
+    requests = simulation_requests(config, trace=trace, num_requests=num_requests, seed=seed, source=source)
     apply_runtime_checks(config)
     longest = max(map(len, requests), default=1)
     try:
-        simulator = EngineSimulator(config, max_blocks_per_request=longest, observer=observer)
+        parts = build_engine(config, longest, metrics=metrics)
     except ValueError as error:  # a component refused what the config describes
         raise ConfigError("config", [str(error)]) from None
-    if metrics is not None:
-        metered = MeteredWorker(simulator.worker)
-        simulator.worker = metered
-        metrics.add(manager_source(simulator.manager, policy=_primary_policy(config)))
-        metrics.add(metered.source)
+    simulator = EngineSimulator(config, parts, observer=observer)
     if not show_progress:
         return simulator.run(requests)
     with progress(f"simulating on {simulator.device}", len(requests)) as advance:
@@ -66,19 +64,22 @@ def check_request_count(num_requests: int | None) -> None:
 
 
 def simulation_requests(
-    config: KVContractConfig, *, trace: Path | None, num_requests: int | None, seed: int, engines: int = 1
+    config: KVContractConfig,
+    *,
+    trace: Path | None,
+    num_requests: int | None,
+    seed: int,
+    engines: int = 1,
+    source: str = "config",
 ) -> list[list[int]]:
     """The run's requests (the trace's first ``num_requests``, or the built-in workload's), once
-    ``config`` with ``engines`` engines is known to fit this machine for requests that long."""
+    ``config`` with ``engines`` engines is known to fit this machine for requests that long; the
+    machine check is ``config validate``'s, its lines starting with ``source``."""
     check_request_count(num_requests)
-    check_machine(config)
+    check_machine(config, source)
     if trace is None:
         requests = conversation_workload(num_requests or DEFAULT_REQUESTS, seed)
     else:
         requests = read_simulation_requests(trace, num_requests, MAX_REQUESTS)
     check_machine(config, "simulate", longest_request=max(map(len, requests), default=1), engines=engines)
     return requests
-
-
-def _primary_policy(config: KVContractConfig) -> str:
-    return config.primary.policy.kind

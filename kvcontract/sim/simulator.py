@@ -36,10 +36,20 @@ from kvcontract.contracts import (
     TransferResult,
 )
 from kvcontract.managers import TieringStats, TierStats
+from kvcontract.metrics import MeteredWorker, MetricsCollector, manager_source
 from kvcontract.sim.driver import RequestServer, StorePlan, key_chains
+from kvcontract.sim.hit_bound import unbounded_hit_ratio
 from kvcontract.sim.observer import RequestObserver, WhatIfSummary
 
-__all__ = ["DataMismatch", "EngineSimulator", "ProgressSample", "SimulationReport", "resolve_device"]
+__all__ = [
+    "DataMismatch",
+    "EngineParts",
+    "EngineSimulator",
+    "ProgressSample",
+    "SimulationReport",
+    "build_engine",
+    "resolve_device",
+]
 
 _RETRY_PAUSE_SECONDS = 0.0002
 _SAMPLES = 100
@@ -86,6 +96,11 @@ class SimulationReport:
     """Values of another block identity its tiers met (each a miss): 0 unless engines of several models share them."""
     whatif: WhatIfSummary | None = None
     """What other capacities and policies would have reached, when the config's ``observe.whatif`` is on."""
+    hit_ratio_bound: float = 0.0
+    """The same requests' hit ratio with room for every block from a cold start: no capacity or policy
+    passes it, unless a persistent or shared tier held blocks before the run."""
+    copy_path: str = ""
+    """How the worker copied: ``cpu-threads`` (the compiled loop), ``cpu-threads-python-loop``, ``cuda-memcpy``, ..."""
 
     def summary(self) -> dict[str, object]:
         """The figures as a JSON-ready mapping, without the progress samples."""
@@ -99,6 +114,44 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
+
+
+@dataclass(frozen=True)
+class EngineParts:
+    """One simulated engine's components, finished (built, wrapped, metered) before the simulator holds them.
+
+    ``kv_caches`` are the per-layer GPU caches of two request regions; ``worker`` copies between
+    them and the host buffer the ``manager`` allocates in. A wrapper of the worker goes in here,
+    with :func:`dataclasses.replace`, never onto a simulator that already copies through it.
+    """
+
+    device: torch.device
+    kv_caches: Sequence[torch.Tensor]
+    worker: OffloadingWorker
+    manager: OffloadingManager
+    copy_path: str = ""
+    """How the worker copies (``cpu-threads``: the compiled loop, ``cpu-threads-python-loop``, ``cuda-memcpy``, ...)."""
+
+
+def build_engine(
+    config: KVContractConfig, max_blocks_per_request: int, *, metrics: MetricsCollector | None = None
+) -> EngineParts:
+    """``config``'s KV cache for requests of up to ``max_blocks_per_request`` blocks, its worker and its
+    manager on the worker's host buffer; with ``metrics``, the worker metered and both reporting to it."""
+    device = resolve_device(config.transfer.device)
+    layout = config.kv_layout
+    region_blocks = max(1, max_blocks_per_request) * layout.blocks_per_offload_block
+    shape = (2 * region_blocks, 2, layout.block_tokens, layout.num_kv_heads, layout.head_dim)
+    dtype = getattr(torch, layout.dtype)
+    kv_caches = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layout.num_layers)]
+    torch_worker = build_worker(config, kv_caches)
+    manager = build_manager(config, host_blocks=torch_worker.host_buffer)
+    if metrics is None:
+        return EngineParts(device, kv_caches, torch_worker, manager, torch_worker.copy_path)
+    metered = MeteredWorker(torch_worker)
+    metrics.add(manager_source(manager, policy=config.primary.policy.kind))
+    metrics.add(metered.source)
+    return EngineParts(device, kv_caches, metered, manager, torch_worker.copy_path)
 
 
 @dataclass
@@ -125,7 +178,7 @@ class _Request:
 
 
 class EngineSimulator:
-    """A KV cache on a device, a manager and a worker built from one config, driven per request.
+    """A KV cache on a device, a manager and a worker (:class:`EngineParts`), driven per request.
 
     Requests are served through :class:`kvcontract.sim.driver.RequestServer` in kvcontract's
     order, the one every replay uses; the simulator's :class:`_Copies` is the driver's data
@@ -134,17 +187,17 @@ class EngineSimulator:
     """
 
     def __init__(
-        self, config: KVContractConfig, max_blocks_per_request: int, *, observer: RequestObserver | None = None
+        self, config: KVContractConfig, parts: EngineParts, *, observer: RequestObserver | None = None
     ) -> None:
         self._config = config
         self._observer = observer
-        self.device: torch.device = resolve_device(config.transfer.device)
+        self.device: torch.device = parts.device
+        self.worker: OffloadingWorker = parts.worker
+        """The worker every copy of the run goes through."""
+        self.manager: OffloadingManager = parts.manager
+        self._copy_path = parts.copy_path
         self._totals = _Totals()
-        self._copies = _Copies(config, max_blocks_per_request, self.device, self._totals)
-        self.worker: OffloadingWorker = self._copies.worker
-        """The worker, whose host buffer the manager's tiers move blocks in and out of."""
-        self.manager: OffloadingManager = build_manager(config, host_blocks=self._copies.worker.host_buffer)
-        self._copies.manager = self.manager
+        self._copies = _Copies(config, parts, self._totals)
         self._server = RequestServer(
             self.manager,
             step_end=self.manager.take_events,
@@ -172,7 +225,7 @@ class EngineSimulator:
         self.worker.shutdown()
         stats = self.manager.stats()
         tiers = stats.tiers if isinstance(stats, TieringStats) else ()
-        return self._report(len(requests), time.perf_counter() - started, samples, tiers)
+        return self._report(requests, time.perf_counter() - started, samples, tiers)
 
     def _serve(self, index: int, hash_ids: Sequence[int], keys: Sequence[OffloadKey]) -> None:
         copies = self._copies
@@ -193,7 +246,7 @@ class EngineSimulator:
 
     def _report(
         self,
-        requests: int,
+        requests: Sequence[Sequence[int]],
         seconds: float,
         samples: list[ProgressSample],
         tiers: tuple[TierStats, ...],
@@ -201,7 +254,7 @@ class EngineSimulator:
         totals = self._totals
         return SimulationReport(
             device=str(self.device),
-            requests=requests,
+            requests=len(requests),
             blocks=totals.blocks,
             hit_blocks=totals.hit_blocks,
             hit_ratio=totals.hit_blocks / totals.blocks if totals.blocks else 0.0,
@@ -219,6 +272,8 @@ class EngineSimulator:
             identity=self._config.block_identity().fingerprint_hex,
             identity_mismatches=sum(tier.identity_mismatches for tier in tiers),
             whatif=self._observer.summary() if self._observer is not None else None,
+            hit_ratio_bound=unbounded_hit_ratio(requests),
+            copy_path=self._copy_path,
         )
 
 
@@ -232,21 +287,14 @@ class _Copies:
     the simulator counts only the manager's own time as manager time.
     """
 
-    def __init__(
-        self, config: KVContractConfig, max_blocks_per_request: int, device: torch.device, totals: _Totals
-    ) -> None:
-        layout = config.kv_layout
-        self._k = layout.blocks_per_offload_block
-        self._region_blocks = max(1, max_blocks_per_request) * self._k
-        self._device = device
-        shape = (2 * self._region_blocks, 2, layout.block_tokens, layout.num_kv_heads, layout.head_dim)
-        dtype = getattr(torch, layout.dtype)
-        self._kv_caches = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layout.num_layers)]
-        self._words = [cache.view(cache.shape[0], -1).view(torch.int64) for cache in self._kv_caches]
-        self._offsets = torch.arange(self._words[0].shape[1], device=device, dtype=torch.int64)
-        self.worker = build_worker(config, self._kv_caches)
-        self.manager: OffloadingManager | None = None
-        """Set once the manager is built on the worker's host buffer."""
+    def __init__(self, config: KVContractConfig, parts: EngineParts, totals: _Totals) -> None:
+        self._k = config.kv_layout.blocks_per_offload_block
+        self._region_blocks = parts.kv_caches[0].shape[0] // 2
+        self._device = parts.device
+        self._words = [cache.view(cache.shape[0], -1).view(torch.int64) for cache in parts.kv_caches]
+        self._offsets = torch.arange(self._words[0].shape[1], device=parts.device, dtype=torch.int64)
+        self.worker = parts.worker
+        self.manager = parts.manager
         self._totals = totals
         self._job_ids = itertools.count(1)
         self._store_jobs: dict[int, tuple[Sequence[OffloadKey], ReqContext]] = {}
@@ -320,12 +368,7 @@ class _Copies:
         else:
             self._totals.failed_stores += len(plan.keys_to_store)
             self._seconds += time.perf_counter() - started
-            self._manager().complete_store(plan.keys_to_store, context, success=False)
-
-    def _manager(self) -> OffloadingManager:
-        if self.manager is None:
-            raise RuntimeError("the simulator's data path was used before its manager was built")
-        return self.manager
+            self.manager.complete_store(plan.keys_to_store, context, success=False)
 
     def _collect(self) -> None:
         """Take what the worker reports finished: loads are counted, stores wait for :meth:`_settle`."""
@@ -352,7 +395,7 @@ class _Copies:
         else:
             self._totals.failed_stores += len(keys)
         started = time.perf_counter()
-        self._manager().complete_store(keys, ctx, success=result.success)
+        self.manager.complete_store(keys, ctx, success=result.success)
         self._totals.manager_seconds += time.perf_counter() - started
 
     def _pattern(self, hash_ids: Sequence[int]) -> torch.Tensor:

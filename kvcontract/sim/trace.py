@@ -3,7 +3,8 @@
 A line holds ``timestamp`` (ms from the start), ``input_length`` and ``output_length``
 (tokens) and ``hash_ids``, the request's prefix block hashes in order; equal ids are the
 same block. Only ``hash_ids`` is required. A bad line raises ``TraceFormatError`` naming
-the file and the line.
+the file and the line. Any trace may be gzip-compressed (told by its first bytes, not its
+name), and a shipped trace's name (``mooncake-conversation``) reads the package's copy.
 
 A trace is untrusted input: lines must be UTF-8, at most ``MAX_LINE_BYTES`` long, with at
 most ``MAX_HASH_IDS`` ids each, so a line never costs more memory than a real request.
@@ -11,16 +12,22 @@ most ``MAX_HASH_IDS`` ids each, so a line never costs more memory than a real re
 
 from __future__ import annotations
 
+import codecs
 import csv
+import gzip
+import io
 import json
 import os
 import sys
-from collections.abc import Iterator
+import zlib
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from typing import TypeGuard
 
 from kvcontract.contracts import OffloadKey, make_offload_key
+from kvcontract.sim.shipped import shipped_trace
 
 __all__ = [
     "MAX_HASH_IDS",
@@ -42,6 +49,7 @@ MAX_LINE_BYTES = 4 << 20
 _ID_BYTES = 8
 _ID_LIMIT = 2 ** (8 * _ID_BYTES)
 _COUNTS = ("timestamp", "input_length", "output_length")
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 class TraceFormatError(ValueError):
@@ -89,16 +97,16 @@ def read_block_lists(path: str | os.PathLike[str]) -> list[tuple[int, ...]]:
     In the CSV the header names a ``hash_ids`` column (``request_id`` and others are optional)
     and each row's ids are separated by spaces; the JSONL form needs only ``hash_ids`` per line.
     """
-    if os.fspath(path).lower().endswith(".csv"):
+    if os.fspath(path).lower().removesuffix(".gz").endswith(".csv"):
         return list(_iter_csv(path))
     return [request.hash_ids for request in iter_trace(path)]
 
 
 def _iter_csv(path: str | os.PathLike[str]) -> Iterator[tuple[int, ...]]:
     csv.field_size_limit(MAX_LINE_BYTES)
-    with open(path, encoding="utf-8", errors="strict", newline="") as lines:
+    with _opened(path) as raw:
         try:
-            rows = csv.DictReader(lines)
+            rows = csv.DictReader(codecs.iterdecode(raw, "utf-8", errors="strict"))
             if rows.fieldnames is None or "hash_ids" not in rows.fieldnames:
                 raise TraceFormatError(f"{os.fspath(path)}:1: a CSV trace needs a header with a hash_ids column")
             for row in rows:
@@ -120,7 +128,7 @@ def _integers(text: str) -> list[object]:
 
 def iter_trace(path: str | os.PathLike[str]) -> Iterator[TraceRequest]:
     """The requests of the trace at ``path``, one at a time; blank lines are skipped."""
-    with open(path, "rb") as lines:
+    with _opened(path) as lines:
         number = 0
         while raw := lines.readline(MAX_LINE_BYTES + 1):
             number += 1
@@ -129,6 +137,22 @@ def iter_trace(path: str | os.PathLike[str]) -> Iterator[TraceRequest]:
                 raise TraceFormatError(f"{where}: a line holds at most {MAX_LINE_BYTES} bytes")
             if raw.strip():
                 yield _parse(_text(raw, where), where)
+
+
+@contextmanager
+def _opened(path: str | os.PathLike[str]) -> Generator[io.BufferedIOBase, None, None]:
+    """The trace's bytes, decompressed when it is gzip; a damaged gzip stream is a :class:`TraceFormatError`."""
+    with open(shipped_trace(path), "rb") as file:
+        if file.read(2) != _GZIP_MAGIC:
+            file.seek(0)
+            yield file
+            return
+        file.seek(0)
+        with gzip.GzipFile(fileobj=file, mode="rb") as unpacked:
+            try:
+                yield unpacked
+            except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+                raise TraceFormatError(f"{os.fspath(path)}: not a readable gzip file ({error})") from None
 
 
 def _text(raw: bytes, where: str) -> str:

@@ -55,7 +55,7 @@ def test_config_validate_lists_every_error(tmp_path: Path, capsys: pytest.Captur
     assert_refused(outcome, f"kvcontract: {path}: invalid config")
     assert "  kv_layout.num_layers: Input should be greater than or equal to 1" in outcome.err
     assert "  kv_layout.dtype: Input should be" in outcome.err
-    assert "  manager.colour: Extra inputs are not permitted" in outcome.err
+    assert "  manager.colour: unknown field; known here: admission, capacity," in outcome.err
 
 
 def test_config_schema_is_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -98,7 +98,7 @@ MALFORMED = [
     ("k.yaml", "transfer: {device: tpu}", "transfer.device"),
     ("l.yaml", "transfer: {pinned: maybe}", "transfer.pinned"),
     ("m.yaml", "runtime_checks: perhaps", "runtime_checks"),
-    ("n.yaml", "colour: blue", "colour: Extra inputs are not permitted"),
+    ("n.yaml", "colour: blue", "colour: unknown field; known here:"),
     ("o.yaml", "manager: [1, 2]", "manager"),
     ("p.yaml", "- just\n- a list", "a config is a mapping of sections"),
     ("q.yaml", "manager: {kind: cpu", "not valid YAML"),
@@ -163,5 +163,27 @@ def test_short_simulation_json_and_plot(tmp_path: Path) -> None:
 def test_simulation_table(capsys: pytest.CaptureFixture[str]) -> None:
     outcome = run_cli(capsys, "simulate", "--requests", "50")
     assert outcome.status == 0, outcome.err
-    for row in ("hit ratio", "tokens served from offload", "transfer GB/s", "manager µs per block"):
+    for row in ("hit ratio", "tokens served from offload", "transfer GiB/s", "manager µs per block"):
         assert row in outcome.out
+
+
+@pytest.mark.parametrize("command", ["simulate", "plan"])
+def test_the_shipped_trace_runs_by_name_from_any_folder(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    options = ["--requests", "20"] if command == "simulate" else ["--capacities", "1%,5%", "--processes", "1"]
+    outcome = run_cli(capsys, command, "--trace", "mooncake-conversation", *options, "--json")
+    assert outcome.status == 0, outcome.err
+    document = json.loads(outcome.out)
+    assert document["requests"] == 20 if command == "simulate" else document["unbounded_hit_ratio"] > 0.36
+
+
+@pytest.mark.parametrize("command", [["simulate", "--requests", "3"], ["plan", "--trace", "mooncake-conversation"]])
+def test_one_file_named_by_two_outputs_is_refused_before_the_run(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    outcome = run_cli(capsys, *command, "--json", "same.png", "--plot", "./same.png")
+    outcome.assert_user_error("--json and --plot both name same.png: give each output its own file")
+    assert not (tmp_path / "same.png").exists()

@@ -249,7 +249,7 @@ def test_simulate_serves_metrics_that_a_scrape_parses(tmp_path: Path) -> None:
     assert families["vllm:kv_offload_cpu_cache_usage_perc"].type == "gauge"
     assert families["vllm:kv_offload_store_bytes"].type == "counter"
     assert families["vllm:kv_offload_store_size"].type == "histogram"
-    assert (process.returncode, err.splitlines()[-1]) == (130, "kvcontract: interrupted")
+    assert process.returncode == 130 and err.splitlines()[-1].startswith("kvcontract: interrupted; simulating on cpu: ")
 
 
 def test_simulate_with_metrics_served_completes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -272,3 +272,13 @@ def _scrape(url: str, process: subprocess.Popen[str]) -> str:
             pass
         time.sleep(0.05)
     raise AssertionError(f"no metrics at {url} while simulate ran (exit {process.poll()})")
+
+
+def test_plan_splits_hits_over_a_mooncake_tier(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tiers = ["--tiers", "host,mooncake", "--tier-capacity", "mooncake=7"]
+    status = main(["plan", "--trace", str(_jsonl(tmp_path)), "--processes", "1", "--policies", "lru", *tiers, "--json"])
+    document = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert document["tiers"]["levels"] == ["host", "mooncake"] and document["tiers"]["tier_capacities"] == {
+        "mooncake": 7
+    }

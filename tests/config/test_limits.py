@@ -199,5 +199,7 @@ def test_other_tools_kvcontract_variables_are_not_overrides() -> None:
     environ = {"KVCONTRACT_HYPOTHESIS_PROFILE": "thorough", "KVCONTRACT_REQUIRE": "redis", "KVCONTRACT_CHECKS": "off"}
     assert load_config(None, environ, base={"manager": {"capacity": 3}}).host_blocks == 3
     assert not load_config(None, {"KVCONTRACT_RUNTIME_CHECKS": "false"}).runtime_checks
-    with pytest.raises(ConfigError, match="managr: Extra inputs are not permitted"):
+    with pytest.raises(
+        ConfigError, match=r"managr \(from KVCONTRACT_MANAGR__CAPACITY\): unknown field; did you mean manager\?"
+    ):
         load_config(None, {"KVCONTRACT_MANAGR__CAPACITY": "3"})

@@ -177,3 +177,21 @@ def test_gitignore_is_honoured(tmp_path: Path) -> None:
     assert sorted(Path(p).name for p in excluded) == ["keep.py", "stub.pyi"]
     named = discover([str(tmp_path / "ignored_dir" / "x.py")], root=str(tmp_path))
     assert named == [str(tmp_path / "ignored_dir" / "x.py")]
+
+
+def test_a_clean_run_says_how_many_files_it_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_tree(tmp_path, {"a.py": "class A:\n    pass\n", "b.py": "x = 1\n"})
+    code, out, err = run(capsys, str(tmp_path))
+    assert (code, out, err) == (0, "", "kvcontract-lint: 2 files read, no findings\n")
+
+
+def test_under_kvcontract_the_lint_names_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvcontract.cli import main as kvcontract_main
+
+    assert kvcontract_main(["lint", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: kvcontract lint ")
+    assert kvcontract_main(["lint", "--statistcs"]) == 2
+    assert capsys.readouterr().err == (
+        "kvcontract lint: error: unrecognized arguments: --statistcs; did you mean --statistics? "
+        "(see kvcontract lint --help)\n"
+    )

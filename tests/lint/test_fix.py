@@ -77,3 +77,27 @@ def test_cli_fix_writes_and_diff_does_not(tmp_path: Path, capsys: pytest.Capture
     assert main(["--fix", str(path)]) == 0
     assert "@override" in path.read_text()
     assert main(["--diff", str(path)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("imports", "target", "expected"),
+    [
+        (  # third-party beside the project's own: its sorted place in that block
+            "from __future__ import annotations\n\nimport os\n\nfrom kvcontract.policies import PolicyBase\n"
+            "from zzz import thing\n",
+            (3, 11),
+            "import os\n\nfrom kvcontract.policies import PolicyBase\nfrom typing_extensions import override\n"
+            "from zzz import thing\n",
+        ),
+        (  # no block of its section: one of its own, between the sections before and after it
+            "from __future__ import annotations\n\nfrom kvcontract.policies import PolicyBase\n",
+            (3, 12),
+            "from __future__ import annotations\n\nfrom typing import override\n\nfrom kvcontract.policies import PolicyBase\n",
+        ),
+    ],
+)
+def test_the_import_fix_adds_is_sorted(imports: str, target: tuple[int, int], expected: str, tmp_path: Path) -> None:
+    path = tmp_path / "policy.py"
+    path.write_text(f"{imports}\n\nclass P(PolicyBase):\n    def clear(self) -> None:\n        pass\n")
+    outcome = fix_files([str(path)], settings(tmp_path, target=Target(target, "linux")))
+    assert expected in outcome.fixed[str(path)]

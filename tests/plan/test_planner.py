@@ -15,7 +15,7 @@ from kvcontract.plan.planner import OPTIMUM, plan_capacity, plan_steps
 from kvcontract.plan.stack_distance import lru_hit_curve, shards_hit_curve, shards_hit_curves
 from kvcontract.policies import available_policies
 from kvcontract.sim import read_trace, replay
-from tests.sim.support import TRACE, needs_trace
+from tests.sim.support import TRACE
 
 
 @st.composite
@@ -97,7 +97,6 @@ def test_a_trace_without_blocks_cannot_be_planned() -> None:
         plan_capacity([[], []], [4])
 
 
-@needs_trace
 def test_on_the_shared_trace_lru_matches_replays_and_the_optimum_matches_the_readme() -> None:
     requests = [request.hash_ids for request in read_trace(TRACE)]
     curve = lru_hit_curve(requests)
@@ -106,7 +105,6 @@ def test_on_the_shared_trace_lru_matches_replays_and_the_optimum_matches_the_rea
     assert optimal_hit_ratio(requests, int(0.05 * 182_790)) == pytest.approx(0.366, abs=5e-4)
 
 
-@needs_trace
 def test_on_the_shared_trace_a_one_percent_sampled_curve_is_within_a_hundredth_of_the_exact_one() -> None:
     requests = [request.hash_ids for request in read_trace(TRACE)]
     grid = parse_capacity_grid("1%..50%", unique_blocks=182_790, block_bytes=None, points=5)

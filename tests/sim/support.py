@@ -1,12 +1,8 @@
-"""Where the shared Mooncake trace lives, relative to this checkout."""
+"""The Mooncake conversation trace the package ships, as the tests read it."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from kvcontract.sim.shipped import shipped_trace
 
-import pytest
-
-TRACE = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "conversation_trace.jsonl"
-"""The conversation trace of the Mooncake FAST'25 release, next to the repository."""
-
-needs_trace = pytest.mark.skipif(not TRACE.exists(), reason=f"shared trace not found at {TRACE}")
+TRACE = shipped_trace("mooncake-conversation")
+"""The conversation trace of the Mooncake FAST'25 release (gzip), from the package's data."""

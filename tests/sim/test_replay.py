@@ -9,7 +9,7 @@ import pytest
 
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager
 from kvcontract.sim import ReplayReport, TraceRequest, iter_trace, replay
-from tests.sim.support import TRACE, needs_trace
+from tests.sim.support import TRACE
 
 
 def test_a_repeated_request_hits_its_whole_prefix() -> None:
@@ -56,7 +56,6 @@ def test_empty_requests_count_but_cost_nothing() -> None:
     assert report == ReplayReport(2, 1, 0, 0, 0, report.seconds, report.cpu_seconds)
 
 
-@needs_trace
 def test_the_first_requests_of_the_shared_trace() -> None:
     requests = list(islice(iter_trace(TRACE), 300))
     lru = replay(CPUOffloadingManager(400, "lru"), requests)

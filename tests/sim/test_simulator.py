@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import random
 from collections.abc import Collection
+from dataclasses import replace
 
 import pytest
 from typing_extensions import override
 
 from kvcontract import GPULoadStoreSpec, LoadStoreSpec, OffloadingWorker, TransferResult
 from kvcontract.config import load_config
+from kvcontract.metrics import MetricsCollector
 from kvcontract.sim.defaults import SIMULATION_DEFAULTS
 from kvcontract.sim.run import run_simulation
-from kvcontract.sim.simulator import DataMismatch, EngineSimulator, SimulationReport
+from kvcontract.sim.simulator import DataMismatch, EngineSimulator, SimulationReport, build_engine
 from kvcontract.sim.workload import conversation_workload
 from kvcontract.transfer import TorchOffloadingWorker
 
@@ -24,7 +26,8 @@ REQUESTS = [[1, 2, 3], [9], [1, 2, 3, 4]]
 
 
 def simulator() -> EngineSimulator:
-    return EngineSimulator(load_config(environ={}, base=SIMULATION_DEFAULTS), max_blocks_per_request=4)
+    config = load_config(environ={}, base=SIMULATION_DEFAULTS)
+    return EngineSimulator(config, build_engine(config, 4))
 
 
 def test_intact_blocks_are_verified() -> None:
@@ -103,8 +106,9 @@ def test_a_seeded_run_gives_the_same_counts_whenever_the_worker_reports() -> Non
     longest = max(map(len, requests))
     reports: list[dict[str, object]] = []
     for timing in (1, 2, 3):
-        engine = EngineSimulator(load_config(environ={}, base=SIMULATION_DEFAULTS), max_blocks_per_request=longest)
-        engine.worker = _TimedWorker(engine.worker, seed=timing)
+        config = load_config(environ={}, base=SIMULATION_DEFAULTS)
+        parts = build_engine(config, longest)
+        engine = EngineSimulator(config, replace(parts, worker=_TimedWorker(parts.worker, seed=timing)))
         reports.append(_counts(engine.run(requests)))
     assert reports[0]["hit_blocks"] != 0
     assert reports[1] == reports[0] and reports[2] == reports[0]
@@ -114,3 +118,13 @@ def test_simulate_twice_gives_the_same_counts() -> None:
     config = load_config(environ={}, base=SIMULATION_DEFAULTS)
     first, second = (_counts(run_simulation(config, num_requests=150, seed=5, show_progress=False)) for _ in range(2))
     assert first == second
+
+
+def test_the_metered_worker_counts_every_byte_the_run_moves() -> None:
+    collector = MetricsCollector()
+    config = load_config(environ={}, base=SIMULATION_DEFAULTS)
+    report = run_simulation(config, num_requests=150, seed=5, show_progress=False, metrics=collector)
+    counted = {sample.name: sample.value for sample in collector.collect()}
+    assert report.bytes_stored > 0 and report.bytes_loaded > 0
+    assert counted["vllm:kv_offload_store_bytes"] == report.bytes_stored
+    assert counted["vllm:kv_offload_load_bytes"] == report.bytes_loaded

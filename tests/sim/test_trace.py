@@ -10,7 +10,7 @@ import pytest
 from kvcontract import make_offload_key, offload_key_group, offload_key_hash
 from kvcontract.sim import TraceFormatError, TraceRequest, block_key, iter_trace, read_trace
 from kvcontract.sim.trace import MAX_HASH_IDS, MAX_LINE_BYTES
-from tests.sim.support import TRACE, needs_trace
+from tests.sim.support import TRACE
 
 GOOD = '{"timestamp": 5, "input_length": 1100, "output_length": 20, "hash_ids": [0, 7, 9]}\n'
 
@@ -87,8 +87,7 @@ def test_block_keys_are_eight_byte_big_endian_hashes_in_group_zero() -> None:
     assert offload_key_group(block_key(7)) == 0
 
 
-@needs_trace
-def test_the_shared_trace_reads_as_documented() -> None:
+def test_the_shipped_trace_reads_as_documented() -> None:
     first = list(islice(iter_trace(TRACE), 300))
     assert len(first) == 300 and first[0].hash_ids[0] == 0
     assert all(request.hash_ids for request in first)

@@ -1,4 +1,4 @@
-"""Soak: the shared trace replayed again and again through a tiered manager keeps its memory flat.
+"""Soak: the shipped trace replayed again and again through a tiered manager keeps its memory flat.
 
 A host-memory primary with reuse admission in front and a file tier below, assembled from
 a config as an operator would. The replay never calls ``take_events``, as an engine with
@@ -24,9 +24,9 @@ from kvcontract.enforce import checks_enabled, configure
 from kvcontract.managers import FilterReusedOffloadingManager, TieringOffloadingManager
 from kvcontract.sim import replay
 from kvcontract.sim.trace import TraceRequest, read_trace
-from tests.sim.support import TRACE, needs_trace
+from tests.sim.support import TRACE
 
-pytestmark = [pytest.mark.soak, needs_trace]
+pytestmark = pytest.mark.soak
 
 REQUESTS = 2_000
 """The first requests of the trace: 48,000 blocks a pass, with reuse inside and across passes."""

@@ -574,7 +574,11 @@ class KVContractHiCacheStorage(HiCacheStorage):
             checks = tier.stats()
             checksum_failures, identity_mismatches = checks.checksum_failures, checks.identity_mismatches
         return TierStats(
-            "sglang", **counts, checksum_failures=checksum_failures, identity_mismatches=identity_mismatches
+            "sglang",
+            **counts,
+            checksum_failures=checksum_failures,
+            identity_mismatches=identity_mismatches,
+            reachable=not isinstance(tier, (RedisTier, MooncakeTier)) or tier.healthy,
         )
 
     def metrics_source(self) -> Iterator[MetricSample]:

@@ -36,7 +36,15 @@ from kvcontract.tiers.file.block_file import (
     remove_directory,
 )
 
-__all__ = ["DEFAULT_UMASK", "STALE_TEMP_SECONDS", "BlockDirectory", "ForeignBlock", "FoundBlock", "check_umask"]
+__all__ = [
+    "DEFAULT_UMASK",
+    "STALE_TEMP_SECONDS",
+    "BlockDirectory",
+    "ForeignBlock",
+    "FoundBlock",
+    "check_umask",
+    "root_owner_problem",
+]
 
 STALE_TEMP_SECONDS = 3600.0
 """A temporary file this old is abandoned even if its writer's pid is alive (pid reuse, other hosts)."""
@@ -226,8 +234,16 @@ def _name_of(key: OffloadKey) -> str:
 
 def _check_root_owner(root: Path, info: os.stat_result, umask: int) -> None:
     """Refuse a root another user owns, or that group or others may write beyond what ``umask`` admits."""
+    problem = root_owner_problem(root, info, umask)
+    if problem is not None:
+        raise PermissionError(problem)
+
+
+def root_owner_problem(root: Path, info: os.stat_result, umask: int) -> str | None:
+    """Why a root of status ``info`` is unsafe for a tier of ``umask`` (another owner, or writable by
+    group or others beyond what ``umask`` admits), or ``None``: the config's machine check says the same."""
     if info.st_uid != os.geteuid():
-        raise PermissionError(
+        return (
             f"file tier root {root} belongs to uid {info.st_uid}, not to this process's uid "
             f"{os.geteuid()}: its owner could plant, swap or delete blocks. Use a directory of "
             f"your own (mkdir -m 700), {_TRUST_HINT}"
@@ -235,11 +251,12 @@ def _check_root_owner(root: Path, info: os.stat_result, umask: int) -> None:
     loose = info.st_mode & 0o022 & umask
     if loose:
         who = " and ".join(w for w, bit in (("group", 0o020), ("others", 0o002)) if loose & bit)
-        raise PermissionError(
+        return (
             f"file tier root {root} is writable by {who} (mode {info.st_mode & 0o7777:#o}), who "
             f"could plant, swap or delete blocks. Run chmod go-w {root}, widen the tier's umask "
             f"for a shared group, {_TRUST_HINT}"
         )
+    return None
 
 
 def _entries(directory: int) -> list[os.DirEntry[str]]:

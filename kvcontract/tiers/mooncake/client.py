@@ -65,6 +65,9 @@ _NAMES = {
 }
 _RPC_TIMEOUT_VARIABLE = "MC_RPC_TIMEOUT_MS"
 """The client's timeout of a call to the master (30 s unless set); the tier's ``timeout`` sets it unless the operator did."""
+_LOG_LEVEL_VARIABLE = "MC_LOG_LEVEL"
+"""The least level of the client's own log lines on standard error (``INFO`` unless set: 18 lines a
+start); the tier's ``client_log_level`` sets it unless the operator did."""
 
 
 class MooncakeStore(Protocol):
@@ -146,12 +149,14 @@ def connect(
     local_buffer_size: int,
     replicas: int,
     timeout: float,
+    client_log_level: str = "WARNING",
 ) -> MooncakeConnection:
     """A client that has mounted ``global_segment_size`` bytes of this process into the store.
 
     Raises :class:`MooncakeUnavailableError` when the master or the metadata server does not
     answer, and ``ImportError`` naming the extra when the client is not installed.
     """
+    os.environ.setdefault(_LOG_LEVEL_VARIABLE, client_log_level)  # read when the client's library loads
     try:
         client = importlib.import_module("mooncake.store")
     except ImportError:

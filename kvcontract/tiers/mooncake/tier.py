@@ -104,7 +104,8 @@ class MooncakeTier(RemoteTier):
     ``protocol`` (``tcp`` or ``rdma``) with its ``devices``, ``local_hostname`` (the address
     other clients reach this one at), ``global_segment_size`` (bytes this process lends the
     store), ``local_buffer_size`` and ``replicas`` go to Mooncake's client; ``timeout``
-    (seconds) bounds a call to the master. ``start_degraded`` starts the tier even when the
+    (seconds) bounds a call to the master; ``client_log_level`` (``INFO``, ``WARNING``, ``ERROR``)
+    is the least level of the client's own log lines. ``start_degraded`` starts the tier even when the
     store does not answer, retrying every ``retry_interval`` seconds.
     """
 
@@ -122,6 +123,7 @@ class MooncakeTier(RemoteTier):
         local_buffer_size: int = 256 << 20,
         replicas: int = 1,
         timeout: float = 5.0,
+        client_log_level: str = "WARNING",
         io_threads: int = 4,
         namespace: str | None = None,
         lookup_timeout: float = 0.1,
@@ -147,6 +149,7 @@ class MooncakeTier(RemoteTier):
             local_buffer_size=local_buffer_size,
             replicas=replicas,
             timeout=timeout,
+            client_log_level=client_log_level,
         )
         self._connection: MooncakeConnection | None = None
         self._refused_stores = 0

@@ -21,7 +21,7 @@ def sglang_missing() -> str | None:
         importlib.import_module("sglang.srt.mem_cache.storage.backend_factory")
         importlib.import_module("sglang.srt.mem_cache.pool_host.mha")
     except ImportError as error:
-        return f"needs SGLang 0.5.23 (pip install --no-deps sglang==0.5.23 triton && pip install -r requirements/sglang.txt): {error}"
+        return f"need SGLang 0.5.23 (the install commands at the top of requirements/sglang.txt): {error}"
     return None
 
 

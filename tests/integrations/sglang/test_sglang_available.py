@@ -8,4 +8,4 @@ from tests.required_parts import skip_unless_required
 
 def test_sglang_is_available() -> None:
     if SGLANG_MISSING is not None:
-        skip_unless_required("sglang", f"SGLang integration tests {SGLANG_MISSING}")
+        skip_unless_required("sglang", f"the SGLang integration tests {SGLANG_MISSING}")

@@ -30,7 +30,7 @@ def vllm_missing() -> str | None:
     try:
         importlib.import_module("kvcontract.integrations.vllm")  # checks the vLLM version on import
     except ImportError as error:
-        return f"needs vLLM 0.34, 0.33 or 0.32 (requirements/vllm.txt): {error}"
+        return f"need vLLM 0.34, 0.33 or 0.32 (the install commands at the top of requirements/vllm.txt): {error}"
     return None
 
 

@@ -1,8 +1,6 @@
-"""The shared serving trace through the adapter, called as vLLM's scheduler calls it, hits as kvcontract does natively."""
+"""The shipped serving trace through the adapter, called as vLLM's scheduler calls it, hits as kvcontract does natively."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 from typing_extensions import override
@@ -16,10 +14,7 @@ from kvcontract.integrations.vllm.replay import key_chains, replay_as_scheduler
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.sim import replay
 from kvcontract.sim.trace import read_trace
-
-TRACE = Path("/work/shared/traces/conversation_trace.jsonl")
-
-pytestmark = pytest.mark.skipif(not TRACE.exists(), reason=f"the shared trace {TRACE} is not on this machine")
+from tests.sim.support import TRACE
 
 
 @pytest.mark.parametrize("capacity", [2_000, 20_000])

@@ -8,4 +8,4 @@ from tests.required_parts import skip_unless_required
 
 def test_vllm_is_available() -> None:
     if VLLM_MISSING is not None:
-        skip_unless_required("vllm", f"vLLM integration tests {VLLM_MISSING}")
+        skip_unless_required("vllm", f"the vLLM integration tests {VLLM_MISSING}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 import types
@@ -52,7 +53,8 @@ def test_the_issue_s_keys_configure_a_mooncake_tier() -> None:
         ({"replicas": 0}, "manager.secondary.0.replicas", "greater than or equal to 1"),
         ({"timeout": 0}, "manager.secondary.0.timeout", "greater than 0"),
         ({"namespace": "a:b"}, "manager.secondary.0.namespace", "pattern"),
-        ({"capacity": 10}, "manager.secondary.0.capacity", "Extra inputs"),
+        ({"capacity": 10}, "manager.secondary.0.capacity", "unknown field; known here:"),
+        ({"client_log_level": "DEBUG"}, "manager.secondary.0.client_log_level", "'INFO', 'WARNING' or 'ERROR'"),
     ],
 )
 def test_a_bad_mooncake_tier_names_its_field(tier: dict[str, object], field: str, says: str) -> None:
@@ -75,6 +77,29 @@ def test_without_the_client_building_the_tier_is_one_line_naming_the_extra(monke
     with pytest.raises(ImportError) as raised:
         build_tier(manager.secondary[0], config, host)
     assert str(raised.value) == MISSING_EXTRA and "kvcontract[mooncake]" in MISSING_EXTRA
+
+
+@pytest.mark.parametrize(("given", "level"), [(None, "ERROR"), ("INFO", "INFO")])
+def test_the_client_s_log_level_is_set_before_its_library_loads_unless_the_operator_set_it(
+    given: str | None, level: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[str | None] = []
+
+    def record_then_fail(name: str, package: str | None = None) -> types.ModuleType:
+        seen.append(os.environ.get("MC_LOG_LEVEL"))
+        raise ImportError(f"No module named {name!r}")
+
+    monkeypatch.setenv("MC_LOG_LEVEL", given or "")  # recorded, so the value connect() sets goes with the test
+    if given is None:
+        monkeypatch.delenv("MC_LOG_LEVEL")
+    monkeypatch.setattr(importlib, "import_module", record_then_fail)
+    config = load_config(base=_with_tier({"client_log_level": "ERROR"}))
+    manager = config.manager
+    assert isinstance(manager, TieringManagerConfig)
+    host = torch.zeros((1, config.kv_layout.offload_block_bytes), dtype=torch.uint8)
+    with pytest.raises(ImportError):
+        build_tier(manager.secondary[0], config, host)
+    assert seen == [level]
 
 
 def test_import_kvcontract_imports_no_mooncake() -> None:

@@ -29,7 +29,7 @@ def test_a_redis_tier_needs_no_capacity() -> None:
         ({"url": "redis://a:1", "namespace": "{x}"}, "manager.secondary.0.namespace", "pattern"),
         ({"url": "redis://a:1", "io_threads": 8, "pool_size": 4}, "manager.secondary.0", "pool_size"),
         ({"url": "redis://a:1", "socket_timeout": 0}, "manager.secondary.0.socket_timeout", "greater than 0"),
-        ({"url": "redis://a:1", "capacity": 10}, "manager.secondary.0.capacity", "Extra inputs"),
+        ({"url": "redis://a:1", "capacity": 10}, "manager.secondary.0.capacity", "unknown field; known here:"),
     ],
 )
 def test_a_bad_redis_tier_names_its_field(tier: dict[str, object], field: str, says: str) -> None:

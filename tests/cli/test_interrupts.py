@@ -1,0 +1,58 @@
+"""An interrupted run says how far it got: Ctrl-C ends with 130, SIGTERM with 143, no output file half written."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from kvcontract.contracts import OffloadKey
+from kvcontract.sim.simulator import EngineSimulator
+from tests.cli.support import run_cli
+
+
+def interrupt_at(request: int, interrupt: Callable[[], None], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the simulator's ``request``-th request call ``interrupt`` instead of serving it."""
+    serve = EngineSimulator._serve  # pyright: ignore[reportPrivateUsage]  # the one request step, to interrupt
+
+    def serve_until(self: EngineSimulator, index: int, hash_ids: Sequence[int], keys: Sequence[OffloadKey]) -> None:
+        if index == request:
+            interrupt()
+        serve(self, index, hash_ids, keys)
+
+    monkeypatch.setattr(EngineSimulator, "_serve", serve_until)
+
+
+def ctrl_c() -> None:
+    raise KeyboardInterrupt
+
+
+def sigterm() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.mark.parametrize(
+    ("interrupt", "status", "said"), [(ctrl_c, 130, "interrupted"), (sigterm, 143, "terminated (SIGTERM)")]
+)
+def test_an_interrupted_simulation_says_how_far_it_got(
+    interrupt: Callable[[], None],
+    status: int,
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    interrupt_at(7, interrupt, monkeypatch)
+    outcome = run_cli(capsys, "simulate", "--requests", "40", "--json", str(tmp_path / "run.json"))
+    assert outcome.status == status
+    assert outcome.err.strip() == f"kvcontract: {said}; simulating on cpu: 7 of 40 done"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_sigterm_handler_is_put_back_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    assert run_cli(capsys, "simulate", "--requests", "3", "--json").status == 0
+    assert signal.getsignal(signal.SIGTERM) is before
