@@ -66,7 +66,11 @@ def _gate_install_commands(requirements: Path) -> list[str]:
 
 @pytest.mark.parametrize(
     ("engine", "pages"),
-    [("vllm", ["docs/vllm.md", "CONTRIBUTING.md"]), ("sglang", ["docs/sglang.md", "CONTRIBUTING.md"])],
+    [
+        ("vllm", ["docs/vllm.md", "CONTRIBUTING.md"]),
+        ("sglang", ["docs/sglang.md", "CONTRIBUTING.md"]),
+        ("vllm-engine", ["docs/vllm.md"]),
+    ],
 )
 def test_each_engine_s_cpu_test_install_is_quoted_from_its_one_source(engine: str, pages: list[str]) -> None:
     commands = _gate_install_commands(ROOT / "requirements" / f"{engine}.txt")
