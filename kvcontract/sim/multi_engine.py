@@ -19,7 +19,7 @@ from rich.console import Console
 
 from kvcontract.assembly import apply_runtime_checks
 from kvcontract.config import KVContractConfig
-from kvcontract.sim.output import show_line, show_table
+from kvcontract.sim.output import progress, show_line, show_table
 from kvcontract.sim.report import check_verdict
 from kvcontract.sim.run import simulation_requests
 from kvcontract.sim.simulator import EngineSimulator, SimulationReport, build_engine
@@ -27,6 +27,8 @@ from kvcontract.sim.simulator import EngineSimulator, SimulationReport, build_en
 __all__ = ["MAX_ENGINES", "MultiEngineReport", "print_engines_report", "run_engines", "run_engines_simulation"]
 
 MAX_ENGINES = 64
+_PROGRESS_SECONDS = 0.1
+"""How often the progress bar moves, and how soon an interrupt is taken, while the engines run."""
 """Engines of one run: each holds a simulated KV cache and host memory in this process."""
 
 
@@ -89,6 +91,11 @@ class _Turns:
             self._failed = True
             self._changed.notify_all()
 
+    @property
+    def done(self) -> int:
+        """How many requests of the trace have been served."""
+        return self._next
+
 
 def run_engines(config: KVContractConfig, requests: Sequence[Sequence[int]], engines: int) -> MultiEngineReport:
     """Serve ``requests`` round-robin on ``engines`` engines built from ``config``; the first error is raised."""
@@ -119,12 +126,19 @@ def run_engines(config: KVContractConfig, requests: Sequence[Sequence[int]], eng
             turns.fail()
 
     threads = [threading.Thread(target=serve, args=(i,), name=f"engine-{i}") for i in range(engines)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
+    with progress(f"simulating {engines} engines", len(requests)) as advance:
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                while thread.is_alive():  # joined a little at a time: an interrupt reaches this thread
+                    thread.join(_PROGRESS_SECONDS)
+                    advance(turns.done)
+        except BaseException:
+            turns.fail()  # the engines stop at their next turn
+            raise
+        if errors:
+            raise errors[0]
     done = tuple(report for report in reports if report is not None)
     blocks = sum(report.blocks for report in done)
     hits = sum(report.hit_blocks for report in done)

@@ -52,6 +52,25 @@ def test_an_interrupted_simulation_says_how_far_it_got(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("interrupt", "status", "said"), [(ctrl_c, 130, "interrupted"), (sigterm, 143, "terminated (SIGTERM)")]
+)
+def test_an_interrupted_run_of_several_engines_says_how_far_it_got(
+    interrupt: Callable[[], None],
+    status: int,
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    interrupt_at(4, interrupt, monkeypatch)  # the fifth request of the second engine's share: the trace's tenth
+    outcome = run_cli(capsys, "simulate", "--engines", "2", "--requests", "40", "--json", str(tmp_path / "run.json"))
+    assert outcome.status == status
+    assert outcome.err.strip().startswith(f"kvcontract: {said}; simulating 2 engines: ")
+    assert outcome.err.strip().endswith(" of 40 done")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_sigterm_handler_is_put_back_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
     before = signal.getsignal(signal.SIGTERM)
     assert run_cli(capsys, "simulate", "--requests", "3", "--json").status == 0
