@@ -15,7 +15,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 BLOCK_SIZE = 32
@@ -25,6 +25,18 @@ RUN_LIMIT_S = 300.0
 """Guard against a hang only: an engine run takes 10-30 s here."""
 SPEC = {"spec_name": "KVContractOffloadingSpec", "spec_module_path": "kvcontract.integrations.vllm"}
 """The two keys of ``kv_connector_extra_config`` that name kvcontract's spec."""
+
+
+class _Shape(TypedDict):
+    """The config fields the tiny models share (Llama's and Gemma 2's names)."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vocab_size: int
+    max_position_embeddings: int
 
 
 @dataclass(frozen=True)
@@ -66,22 +78,23 @@ class TinyModel:
         from transformers import Gemma2Config, Gemma2ForCausalLM, LlamaConfig, LlamaForCausalLM
 
         torch.manual_seed(self.seed)  # pyright: ignore[reportUnknownMemberType]  (torch leaves its seed unannotated)
-        shape = {
-            "hidden_size": self.hidden,
-            "intermediate_size": 2 * self.hidden,
-            "num_hidden_layers": self.layers,
-            "num_attention_heads": self.heads,
-            "num_key_value_heads": self.kv_heads,
-            "vocab_size": VOCAB,
-            "max_position_embeddings": 8192,
-        }
+        shape = _Shape(
+            hidden_size=self.hidden,
+            intermediate_size=2 * self.hidden,
+            num_hidden_layers=self.layers,
+            num_attention_heads=self.heads,
+            num_key_value_heads=self.kv_heads,
+            vocab_size=VOCAB,
+            max_position_embeddings=8192,
+        )
         # transformers' models are unannotated: their calls are untyped and their methods' types unknown
         if self.sliding_window is None:
-            model = LlamaForCausalLM(LlamaConfig(**shape))  # type: ignore[no-untyped-call]
+            llama = LlamaForCausalLM(LlamaConfig(**shape))  # type: ignore[no-untyped-call]
+            llama.save_pretrained(directory)  # pyright: ignore[reportUnknownMemberType]  (float32, safetensors)
         else:
             config = Gemma2Config(**shape, head_dim=self.head_dim, sliding_window=self.sliding_window)
-            model = Gemma2ForCausalLM(config)  # type: ignore[no-untyped-call]
-        model.save_pretrained(directory)  # pyright: ignore[reportUnknownMemberType]  (float32, safetensors)
+            gemma = Gemma2ForCausalLM(config)  # type: ignore[no-untyped-call]
+            gemma.save_pretrained(directory)  # pyright: ignore[reportUnknownMemberType]
         return directory
 
 
