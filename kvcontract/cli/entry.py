@@ -61,8 +61,9 @@ def _one_line(error: Exception) -> str | None:
     from kvcontract.config import ConfigError
     from kvcontract.extras import MissingExtraError
     from kvcontract.sim.trace import TraceFormatError
+    from kvcontract.tiers.integrity import SecretFileError
 
-    if isinstance(error, (UsageError, ConfigError, TraceFormatError)):
+    if isinstance(error, (UsageError, ConfigError, TraceFormatError, SecretFileError)):
         return " ".join(str(error).split())
     if isinstance(error, MissingExtraError):
         return str(error)

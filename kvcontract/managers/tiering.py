@@ -60,6 +60,8 @@ class TierStats:
     """Blocks read back that failed the tier's verification, as the tier counts them (0 if it keeps no count)."""
     identity_mismatches: int = 0
     """Values the tier met that another block identity wrote, each a miss (0 if it keeps no count)."""
+    forged_values: int = 0
+    """Values whose integrity MAC did not hold (written without the tier's key, with another, or altered), each a miss."""
 
 
 @runtime_checkable
@@ -404,4 +406,4 @@ def _verification(tier: SecondaryTier) -> dict[str, int]:
     if not isinstance(tier, _VerifyingTier):
         return {}
     counts = tier.stats()
-    return {name: getattr(counts, name, 0) for name in ("checksum_failures", "identity_mismatches")}
+    return {name: getattr(counts, name, 0) for name in ("checksum_failures", "identity_mismatches", "forged_values")}

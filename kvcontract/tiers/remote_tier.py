@@ -34,7 +34,7 @@ from kvcontract.contracts.request import LookupResult
 from kvcontract.contracts.tier import SecondaryTier, TierJob
 from kvcontract.contracts.values import OffloadingEvent, TransferResult
 from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks, check_identity_block_bytes
-from kvcontract.tiers.integrity import MismatchLog
+from kvcontract.tiers.integrity import MismatchLog, ValueMac
 from kvcontract.tiers.io_pool import PriorityThreadPool
 from kvcontract.tiers.store_value import BadValueError
 
@@ -78,6 +78,7 @@ class RemoteTierStats:
     checksum_failures: int = 0
     rejected_values: int = 0
     identity_mismatches: int = 0
+    forged_values: int = 0
     timeouts: int = 0
     connection_errors: int = 0
     reconnects: int = 0
@@ -99,6 +100,7 @@ class _Counters:
     checksum_failures: int = 0
     rejected_values: int = 0
     identity_mismatches: int = 0
+    forged_values: int = 0
     timeouts: int = 0
     connection_errors: int = 0
     reconnects: int = 0
@@ -121,6 +123,7 @@ class LoadOutcome:
     unreachable: list[OffloadKey] = field(default_factory=list[OffloadKey])
     checksum_failures: int = 0
     mismatches: int = 0
+    forged: int = 0
     error: BaseException | None = None
 
 
@@ -134,6 +137,8 @@ class RemoteTier(SecondaryTier):
     the identity) name every key, and all of it is in every value, so a value of another
     identity is a miss. Subclasses set what their hooks need before calling this constructor,
     which opens the store (:meth:`_open`) and, with ``start_degraded``, starts without it.
+    ``mac`` (from the integrity key the engines that share blocks hold) seals every value;
+    a value without it, or sealed with another key, is a miss.
     """
 
     def __init__(
@@ -150,6 +155,7 @@ class RemoteTier(SecondaryTier):
         lookup_wait: float,
         retry_interval: float,
         start_degraded: bool,
+        mac: ValueMac | None,
     ) -> None:
         tier = type(self).__name__
         check_host_blocks(host_blocks, tier)
@@ -159,6 +165,8 @@ class RemoteTier(SecondaryTier):
         self._block_bytes = int(host_blocks.shape[1])
         self._identity = identity
         self._fingerprint = identity.fingerprint
+        self._mac = mac
+        self._forged_logged = False
         self._namespace = namespace
         self._prefix = f"kvc:{identity.fingerprint_hex[:PREFIX_FINGERPRINT_DIGITS]}" + (
             f":{namespace}" if namespace else ""
@@ -411,11 +419,25 @@ class RemoteTier(SecondaryTier):
         """Count the value of ``key`` as bad, logging why (a value of another identity once per identity)."""
         if error.identity_mismatch:
             self._mismatches.record(f"the value of key {key.hex()}")
+        elif error.forged:
+            with self._lock:
+                first, self._forged_logged = not self._forged_logged, True
+            if first:
+                self._log.warning(
+                    "%s: value of key %s does not carry this tier's integrity MAC (%s): read as a miss. Someone "
+                    "without the key, or with another, writes to %s; further ones are counted in "
+                    "kvcontract_forged_values_total",
+                    self._name,
+                    key.hex(),
+                    error,
+                    self._where,
+                )
         else:
             self._log.warning("%s: value of key %s is bad: %s", self._name, key.hex(), error)
         outcome.bad.append(key)
         outcome.checksum_failures += error.checksum_failed
         outcome.mismatches += error.identity_mismatch
+        outcome.forged += error.forged
 
     def _end_load(
         self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int], started: float, outcome: LoadOutcome
@@ -434,8 +456,11 @@ class RemoteTier(SecondaryTier):
                 self._events.append(OffloadingEvent(lost, self._medium, removed=True))
             self._counters.evicted += len(outcome.gone)
             self._counters.checksum_failures += outcome.checksum_failures
-            self._counters.rejected_values += len(outcome.bad) - outcome.checksum_failures - outcome.mismatches
+            self._counters.rejected_values += (
+                len(outcome.bad) - outcome.checksum_failures - outcome.mismatches - outcome.forged
+            )
             self._counters.identity_mismatches += outcome.mismatches
+            self._counters.forged_values += outcome.forged
             if outcome.error is not None:
                 self._fault_locked(outcome.error, f"load job {job_id}")
             transferred = len(keys) * self._block_bytes if success else 0

@@ -27,7 +27,10 @@ from typing_extensions import override
 
 from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
+from kvcontract.tiers.integrity import value_mac
 from kvcontract.tiers.redis.client import (
+    NO_ACCESS_OPTIONS,
+    RedisAccess,
     RedisClient,
     RedisClusterClient,
     RedisPipeline,
@@ -64,7 +67,9 @@ class RedisTier(RemoteTier):
     engines of other models, layouts or ranks on one server live side by side. Give ``url``
     (``redis://127.0.0.1:6379/0``) or ``cluster_nodes`` (``[(host, port), ...]``).
     ``ttl_seconds`` expires values; ``start_degraded`` starts the tier even when the server
-    does not answer, retrying every ``retry_interval`` seconds.
+    does not answer, retrying every ``retry_interval`` seconds. ``integrity_key`` seals every
+    value with a keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`); ``access`` holds
+    the ACL user, its password and TLS (:class:`~kvcontract.tiers.redis.client.RedisAccess`).
     """
 
     def __init__(
@@ -84,6 +89,8 @@ class RedisTier(RemoteTier):
         lookup_wait: float = 0.0,
         retry_interval: float = 1.0,
         start_degraded: bool = False,
+        integrity_key: bytes | None = None,
+        access: RedisAccess = NO_ACCESS_OPTIONS,
     ) -> None:
         if (url is None) == (not cluster_nodes):
             raise ValueError("RedisTier needs exactly one of url and cluster_nodes")
@@ -100,6 +107,7 @@ class RedisTier(RemoteTier):
             socket_timeout=socket_timeout,
             connect_timeout=connect_timeout,
             pool_size=pool_size,
+            access=access,
         )
         self._cluster = url is None
         self._client: RedisClient | None = None
@@ -117,6 +125,7 @@ class RedisTier(RemoteTier):
             lookup_wait=lookup_wait,
             retry_interval=retry_interval,
             start_degraded=start_degraded,
+            mac=value_mac(integrity_key),
         )
 
     def redis_key(self, key: OffloadKey) -> bytes:
@@ -265,7 +274,7 @@ class RedisTier(RemoteTier):
         A fresh buffer per value would fault in new pages for every large block; the
         views stay valid until this thread's next chunk.
         """
-        size = sum(header_size(key) + self._block_bytes for key in keys)
+        size = sum(header_size(key, self._mac) + self._block_bytes for key in keys)
         buffer: bytearray | None = getattr(self._buffers, "value", None)
         if buffer is None or len(buffer) < size:
             buffer = bytearray(size)
@@ -274,7 +283,9 @@ class RedisTier(RemoteTier):
         values: list[memoryview] = []
         offset = 0
         for key in keys:
-            written = encode_value_into(view[offset:], key, self._fingerprint, memoryview(self._rows[blocks[key]]))
+            written = encode_value_into(
+                view[offset:], key, self._fingerprint, memoryview(self._rows[blocks[key]]), self._mac
+            )
             values.append(view[offset : offset + written])
             offset += written
         return values
@@ -298,7 +309,9 @@ class RedisTier(RemoteTier):
                         outcome.gone.append(keys[i])
                     else:
                         try:
-                            payload = decode_value(_as_bytes(reply), keys[i], self._fingerprint, self._block_bytes)
+                            payload = decode_value(
+                                _as_bytes(reply), keys[i], self._fingerprint, self._block_bytes, self._mac
+                            )
                         except BadValueError as exc:
                             self._reject(outcome, keys[i], exc)
                             continue

@@ -35,6 +35,7 @@ class MakeTier(Protocol):
         lookup_timeout: float = 10.0,
         io_threads: int = 2,
         start_degraded: bool = False,
+        integrity_key: bytes | None = None,
         master: str | None = None,
     ) -> MooncakeTier: ...
 
@@ -58,6 +59,7 @@ def tier_on(
     start_degraded: bool = False,
     master: str | None = None,
     metadata_server: str | None = None,
+    integrity_key: bytes | None = None,
 ) -> MooncakeTier:
     """A tier on ``store`` (or the given addresses) over ``host`` that lends the store no memory, of the example identity unless told."""
     return MooncakeTier(
@@ -73,6 +75,7 @@ def tier_on(
         io_threads=io_threads,
         retry_interval=0.05,
         start_degraded=start_degraded,
+        integrity_key=integrity_key,
     )
 
 
@@ -90,6 +93,7 @@ def make_tier(mooncake_store: MooncakeStore, host: torch.Tensor) -> Iterator[Mak
         lookup_timeout: float = 10.0,
         io_threads: int = 2,
         start_degraded: bool = False,
+        integrity_key: bytes | None = None,
         master: str | None = None,
     ) -> MooncakeTier:
         tier = tier_on(
@@ -100,6 +104,7 @@ def make_tier(mooncake_store: MooncakeStore, host: torch.Tensor) -> Iterator[Mak
             lookup_timeout=lookup_timeout,
             io_threads=io_threads,
             start_degraded=start_degraded,
+            integrity_key=integrity_key,
             master=master,
         )
         tiers.append(tier)

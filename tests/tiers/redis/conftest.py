@@ -40,6 +40,7 @@ class MakeTier(Protocol):
         ttl_seconds: int | None = None,
         io_threads: int = 2,
         start_degraded: bool = False,
+        integrity_key: bytes | None = None,
     ) -> RedisTier: ...
 
 
@@ -85,6 +86,7 @@ def make_tier(redis_server: RedisServer, host: torch.Tensor) -> Iterator[MakeTie
         ttl_seconds: int | None = None,
         io_threads: int = 2,
         start_degraded: bool = False,
+        integrity_key: bytes | None = None,
     ) -> RedisTier:
         blocks = host if host_blocks is None else host_blocks
         tier = RedisTier(
@@ -100,6 +102,7 @@ def make_tier(redis_server: RedisServer, host: torch.Tensor) -> Iterator[MakeTie
             io_threads=io_threads,
             retry_interval=0.05,
             start_degraded=start_degraded,
+            integrity_key=integrity_key,
         )
         tiers.append(tier)
         return tier
