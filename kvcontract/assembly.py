@@ -182,6 +182,7 @@ def _build_redis(tier: RedisTierConfig, identity: BlockIdentity, host_blocks: to
         start_degraded=tier.start_degraded,
         integrity_key=_integrity_key(tier.integrity_key_file),
         access=_redis_access(tier),
+        job_deadline=tier.job_deadline,
     )
 
 
@@ -204,6 +205,7 @@ def _build_mooncake(tier: MooncakeTierConfig, identity: BlockIdentity, host_bloc
         retry_interval=tier.retry_interval,
         start_degraded=tier.start_degraded,
         integrity_key=_integrity_key(tier.integrity_key_file),
+        job_deadline=tier.job_deadline,
     )
 
 

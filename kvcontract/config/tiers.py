@@ -21,6 +21,10 @@ _KEY_FILE = (
     "A file of 32 or more secret bytes (chmod 600, this user's) that the engines sharing the tier hold: every "
     "value carries a keyed MAC, and a value without it, or with another key, is a miss."
 )
+_JOB_DEADLINE = (
+    "Seconds after which a job the store has not finished is reported failed (a load's host blocks zero-filled), "
+    "counted in expired_jobs; null: no deadline. Mooncake loads run to their call's timeout instead."
+)
 _PASSWORD_FILE = (
     "A file holding the Redis ACL user's password (chmod 600, this user's); its trailing newline is dropped."
 )
@@ -89,6 +93,7 @@ class RedisTierConfig(ConfigModel):
     start_degraded: bool = False
     retry_interval: float = Field(default=1.0, gt=0)
     integrity_key_file: Path | None = Field(default=None, description=_KEY_FILE)
+    job_deadline: float | None = Field(default=10.0, gt=0, description=_JOB_DEADLINE)
     username: str | None = Field(default=None, min_length=1, max_length=256, pattern=r"^\S+$")
     password_file: Path | None = Field(default=None, description=_PASSWORD_FILE)
     tls: bool = Field(default=False, description="TLS to the cluster's nodes; a url says it with rediss://.")
@@ -144,6 +149,7 @@ class MooncakeTierConfig(ConfigModel):
     start_degraded: bool = False
     retry_interval: float = Field(default=1.0, gt=0)
     integrity_key_file: Path | None = Field(default=None, description=_KEY_FILE)
+    job_deadline: float | None = Field(default=10.0, gt=0, description=_JOB_DEADLINE)
 
 
 TierConfig = Annotated[FileTierConfig | RedisTierConfig | MooncakeTierConfig, Field(discriminator="kind")]

@@ -8,8 +8,13 @@ lookup answers ``RETRY`` until the answer lands and ``MISS`` after ``lookup_time
 run on a thread pool (loads before stores), so the scheduler never waits on the network.
 
 A call the store did not answer fails the job it hit and opens a breaker: until a probe
-passes again, lookups say ``MISS`` and submits return ``False`` at once, instead of each job
-waiting out the timeout. A failed load zero-fills all its host blocks; a failed store marks
+passes again, lookups say ``MISS``, submits return ``False`` and the jobs already queued fail
+when their turn comes (``success=False``, no call made), instead of each job waiting out the
+timeout; ``shutdown`` fails the queued jobs the same way, so it waits for the calls in flight
+only (each bounded by the store's timeout). A job not reported within ``job_deadline`` seconds
+is reported failed then (its host blocks zero-filled for a load), counted in ``expired_jobs``
+and logged once; whatever its calls do later changes neither the host blocks nor what the
+tier knows. A failed load zero-fills all its host blocks; a failed store marks
 nothing readable. Each store says how it is opened, probed, asked, written, read and closed,
 in the hooks :class:`RemoteTier` leaves abstract.
 """
@@ -83,6 +88,8 @@ class RemoteTierStats:
     connection_errors: int = 0
     reconnects: int = 0
     failed_jobs: int = 0
+    refused_jobs: int = 0
+    expired_jobs: int = 0
 
 
 @dataclass
@@ -105,6 +112,8 @@ class _Counters:
     connection_errors: int = 0
     reconnects: int = 0
     failed_jobs: int = 0
+    refused_jobs: int = 0
+    expired_jobs: int = 0
 
 
 class Fault(enum.Enum):
@@ -124,6 +133,7 @@ class LoadOutcome:
     checksum_failures: int = 0
     mismatches: int = 0
     forged: int = 0
+    refused: bool = False
     error: BaseException | None = None
 
 
@@ -141,6 +151,9 @@ class RemoteTier(SecondaryTier):
     a value without it, or sealed with another key, is a miss.
     """
 
+    _loads_expire: bool = True
+    """Whether loads are failed at ``job_deadline`` too: only where every byte reaches a host block through :meth:`_copy_into`."""
+
     def __init__(
         self,
         host_blocks: torch.Tensor,
@@ -156,6 +169,7 @@ class RemoteTier(SecondaryTier):
         retry_interval: float,
         start_degraded: bool,
         mac: ValueMac | None,
+        job_deadline: float | None,
     ) -> None:
         tier = type(self).__name__
         check_host_blocks(host_blocks, tier)
@@ -198,6 +212,14 @@ class RemoteTier(SecondaryTier):
         self._events: list[OffloadingEvent] = []
         self._finished: list[TransferResult] = []
         self._active_jobs: set[int] = set()
+        self._job_deadline = job_deadline
+        self._deadlines: dict[int, tuple[float, Sequence[int]]] = {}
+        """Jobs in flight: when each is overdue, and the host blocks a load writes (empty for a store)."""
+        self._expired: set[int] = set()
+        """Jobs failed by their deadline whose calls have not come back yet; changed under ``_copying``."""
+        self._copying = threading.Lock()
+        """Held while a load copies into host blocks, and while a job expires: no byte lands in an expired job's blocks."""
+        self._expiry_logged = False
         self._probing = False
         self._last_probe = -float("inf")
         self._closed = False
@@ -227,7 +249,7 @@ class RemoteTier(SecondaryTier):
 
     @override
     def lookup(self, key: OffloadKey) -> LookupResult:
-        """``HIT`` if known present, ``HIT_PENDING`` while this process stores it, else ask the store.
+        """``MISS`` while the breaker is open; else ``HIT`` if known present, ``HIT_PENDING`` while this process stores it, else ask the store.
 
         A key not known is queued for the lookup thread's next batch and answered ``RETRY``; the
         answer is given at the next lookup, ``MISS`` once ``lookup_timeout`` has passed.
@@ -245,6 +267,10 @@ class RemoteTier(SecondaryTier):
         return answer
 
     def _lookup_locked(self, key: OffloadKey, now: float) -> LookupResult:
+        if not self._healthy or self._closed:
+            # A load of a known key would be refused now (submit_load): a miss, not a hit that cannot load.
+            self._probe_locked(now)
+            return LookupResult.MISS
         expires = self._known.get(key)
         if expires is not None:
             if expires > now:
@@ -261,9 +287,6 @@ class RemoteTier(SecondaryTier):
                 return LookupResult.RETRY
             del self._asking[key]
             self._counters.lookup_timeouts += 1
-            return LookupResult.MISS
-        if not self._healthy or self._closed:
-            self._probe_locked(now)
             return LookupResult.MISS
         self._asking[key] = now
         self._queued.append(key)
@@ -282,7 +305,7 @@ class RemoteTier(SecondaryTier):
         with self._lock:
             if not self._accepting(now):
                 return False
-            self._claim(job.job_id)
+            self._claim(job.job_id, ())
             new: dict[OffloadKey, int] = {}
             for key, host_id in zip(job.keys, job.host_block_ids):
                 if key in new or key in self._storing or self._known.get(key, 0.0) > now:
@@ -310,16 +333,67 @@ class RemoteTier(SecondaryTier):
                 return False
             if any(self._known.get(key, 0.0) <= now for key in job.keys):
                 return False
-            self._claim(job.job_id)
+            self._claim(job.job_id, job.host_block_ids)
             self._start_load(job.job_id, job.keys, job.host_block_ids)
         return True
 
     @override
     def get_finished(self) -> list[TransferResult]:
-        """Jobs finished since the last call, each once."""
+        """Jobs finished since the last call, each once; a job past ``job_deadline`` is reported failed here."""
         with self._lock:
+            if self._deadlines:
+                self._expire_overdue(time.monotonic())
             finished, self._finished = self._finished, []
         return finished
+
+    def _expire_overdue(self, now: float) -> None:
+        """Fail the jobs past their deadline: zero a load's host blocks, forget a store's claim on its keys. Lock held."""
+        overdue = [job_id for job_id, (deadline, _) in self._deadlines.items() if deadline <= now]
+        for job_id in overdue:
+            _, host_ids = self._deadlines.pop(job_id)
+            with self._copying:
+                self._expired.add(job_id)
+                for host_id in host_ids:
+                    self._host[host_id].zero_()
+            for key in [key for key, owner in self._storing.items() if owner == job_id]:
+                del self._storing[key]
+            self._counters.expired_jobs += 1
+            self._finish(job_id, False, 0, 0.0)
+        if overdue and not self._expiry_logged:
+            self._expiry_logged = True
+            self._log.warning(
+                "%s: job %d not finished within job_deadline (%.3g s): reported failed; %s answers slowly or not at "
+                "all. Further ones are counted in expired_jobs",
+                self._name,
+                overdue[0],
+                self._job_deadline,
+                self._where,
+            )
+
+    def _late(self, job_id: int) -> bool:
+        """Whether ``job_id`` was already failed by its deadline (its report then changes nothing); forgets it. Lock held."""
+        with self._copying:
+            if job_id in self._expired:
+                self._expired.discard(job_id)
+                return True
+        return False
+
+    def _copy_into(self, job_id: int, host_id: int, payload: memoryview) -> bool:
+        """Copy a checked ``payload`` into host block ``host_id`` unless ``job_id`` has expired; whether it did."""
+        with self._copying:
+            if job_id in self._expired:
+                return False
+            memoryview(self._rows[host_id])[:] = payload
+        return True
+
+    def _refuses(self, job_id: int) -> bool:
+        """Whether a job (``job_id`` first of a batch) reaching the I/O threads fails at once, with no call of the store:
+        the breaker is open or the tier shuts down."""
+        with self._lock:
+            if self._healthy and not self._closed:
+                return False
+            self._counters.refused_jobs += 1
+        return True
 
     @override
     def take_events(self) -> list[OffloadingEvent]:
@@ -330,7 +404,7 @@ class RemoteTier(SecondaryTier):
 
     @override
     def shutdown(self) -> None:
-        """Refuse new jobs, finish those in flight, stop the threads, then close the store's client."""
+        """Refuse new jobs, fail the queued ones at once, wait for the calls in flight (each within the store's timeout), stop the threads, close the client."""
         with self._lock:
             if self._closed:
                 return
@@ -389,10 +463,13 @@ class RemoteTier(SecondaryTier):
             return False
         return True
 
-    def _claim(self, job_id: int) -> None:
+    def _claim(self, job_id: int, host_ids: Sequence[int]) -> None:
+        """Take ``job_id`` in flight, with its deadline; ``host_ids`` are a load's host blocks (empty for a store)."""
         if job_id in self._active_jobs:
             raise ValueError(f"job id {job_id} is still in flight on {self!r}: give each job a new id")
         self._active_jobs.add(job_id)
+        if self._job_deadline is not None and (not host_ids or self._loads_expire):
+            self._deadlines[job_id] = (time.monotonic() + self._job_deadline, host_ids)
 
     def _end_store(
         self, job_id: int, keys: Sequence[OffloadKey], started: float, *, error: BaseException | None, stored: bool
@@ -401,6 +478,8 @@ class RemoteTier(SecondaryTier):
         seconds = time.perf_counter() - started
         expires = self._expires(time.monotonic())
         with self._lock:
+            if self._late(job_id):
+                return
             for key in keys:
                 if self._storing.get(key) == job_id:
                     del self._storing[key]
@@ -444,12 +523,14 @@ class RemoteTier(SecondaryTier):
     ) -> None:
         """Report a load job; any key gone, bad or unreachable fails it, its host blocks then all zero-filled and the keys forgotten."""
         lost = [*outcome.gone, *outcome.bad, *outcome.unreachable]
-        success = outcome.error is None and not lost
-        if not success:
-            for host_id in host_ids:
-                self._host[host_id].zero_()
+        success = outcome.error is None and not lost and not outcome.refused
         seconds = time.perf_counter() - started
         with self._lock:
+            if self._late(job_id):
+                return
+            if not success:
+                for host_id in host_ids:
+                    self._host[host_id].zero_()
             for key in lost:
                 self._known.pop(key, None)
             if lost:
@@ -551,3 +632,4 @@ class RemoteTier(SecondaryTier):
             self._counters.failed_jobs += 1
         self._finished.append(TransferResult(job_id, success, transfer_bytes, seconds))
         self._active_jobs.discard(job_id)
+        self._deadlines.pop(job_id, None)

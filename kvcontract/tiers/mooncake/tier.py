@@ -112,8 +112,14 @@ class MooncakeTier(RemoteTier):
     store), ``local_buffer_size`` and ``replicas`` go to Mooncake's client; ``timeout``
     (seconds) bounds a call to the master. ``start_degraded`` starts the tier even when the
     store does not answer, retrying every ``retry_interval`` seconds. ``integrity_key`` seals
-    every value with a keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`).
+    every value with a keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`). A store job
+    not reported within ``job_deadline`` seconds (``None``: no deadline) is reported failed then;
+    loads are not, as the client writes zero-copy blocks straight into host memory until its
+    call returns (each call is bounded by ``timeout``).
     """
+
+    _loads_expire = False
+    """Zero-copy gets write into host blocks until the client returns: a load is never failed before its call ends."""
 
     def __init__(
         self,
@@ -136,6 +142,7 @@ class MooncakeTier(RemoteTier):
         retry_interval: float = 1.0,
         start_degraded: bool = False,
         integrity_key: bytes | None = None,
+        job_deadline: float | None = None,
     ) -> None:
         check_host_blocks(host_blocks, "MooncakeTier")  # before its rows size the slots (the base checks it too)
         self._row_stride = int(host_blocks.stride(0))
@@ -173,6 +180,7 @@ class MooncakeTier(RemoteTier):
             retry_interval=retry_interval,
             start_degraded=start_degraded,
             mac=mac,
+            job_deadline=job_deadline,
         )
         # One put and one get in flight at a time (job_lane says why), each a batch of the jobs
         # queued behind the last; a get never waits behind a put, so loads keep their place.
@@ -276,8 +284,15 @@ class MooncakeTier(RemoteTier):
         return batches
 
     def _store_jobs(self, jobs: Sequence[_Job]) -> None:
-        """Put the blocks of ``jobs`` in as few calls as the store lane's slot allows, then report each job."""
+        """Put the blocks of ``jobs`` in as few calls as the store lane's slot allows, then report each job.
+
+        While the breaker is open (or the tier shuts down) the jobs fail at once, with no call.
+        """
         started = time.perf_counter()
+        if self._refuses(jobs[0].job_id):
+            for job in jobs:
+                self._end_store(job.job_id, job.keys, started, error=None, stored=False)
+            return
         codes: list[int] = []
         error: BaseException | None = None
         try:
@@ -348,6 +363,10 @@ class MooncakeTier(RemoteTier):
         client answers a get that names a key twice as two successes but fills one buffer.
         """
         started = time.perf_counter()
+        if self._refuses(jobs[0].job_id):
+            for job in jobs:
+                self._end_load(job.job_id, job.keys, job.host_ids, started, LoadOutcome(refused=True))
+            return
         targets: dict[OffloadKey, int] = {}
         for job in jobs:
             for key, host_id in zip(job.keys, job.host_ids):

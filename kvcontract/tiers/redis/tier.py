@@ -70,6 +70,7 @@ class RedisTier(RemoteTier):
     does not answer, retrying every ``retry_interval`` seconds. ``integrity_key`` seals every
     value with a keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`); ``access`` holds
     the ACL user, its password and TLS (:class:`~kvcontract.tiers.redis.client.RedisAccess`).
+    A job not reported within ``job_deadline`` seconds (``None``: no deadline) is reported failed then.
     """
 
     def __init__(
@@ -91,6 +92,7 @@ class RedisTier(RemoteTier):
         start_degraded: bool = False,
         integrity_key: bytes | None = None,
         access: RedisAccess = NO_ACCESS_OPTIONS,
+        job_deadline: float | None = None,
     ) -> None:
         if (url is None) == (not cluster_nodes):
             raise ValueError("RedisTier needs exactly one of url and cluster_nodes")
@@ -126,6 +128,7 @@ class RedisTier(RemoteTier):
             retry_interval=retry_interval,
             start_degraded=start_degraded,
             mac=value_mac(integrity_key),
+            job_deadline=job_deadline,
         )
 
     def redis_key(self, key: OffloadKey) -> bytes:
@@ -249,6 +252,9 @@ class RedisTier(RemoteTier):
         """Write ``blocks`` (key to host block) in tag-group order, one pipeline per chunk of about 8 MiB."""
         started = time.perf_counter()
         keys = sorted(blocks, key=self.redis_key)
+        if self._refuses(job_id):
+            self._end_store(job_id, keys, started, error=None, stored=False)
+            return
         error: BaseException | None = None
         refused = False
         try:
@@ -294,33 +300,45 @@ class RedisTier(RemoteTier):
         """Read ``keys`` into ``host_ids`` with pipelined GETs, verifying each value before it is copied.
 
         A key whose value is gone (evicted, flushed) or bad, or whose cluster node failed,
-        fails the job; bad values are deleted.
+        fails the job; bad values are deleted. A job that reaches its thread while the breaker
+        is open fails with no call.
         """
         started = time.perf_counter()
-        outcome = LoadOutcome()
-        try:
-            for chunk in _chunks(range(len(keys)), max(1, _CHUNK_BYTES // self._block_bytes)):
-                names = [self.redis_key(keys[i]) for i in chunk]
-                replies = self._execute(names, lambda pipe, i: pipe.get(names[i]))  # noqa: B023  # called within _execute
-                for i, reply in zip(chunk, replies):
-                    if isinstance(reply, BaseException):
-                        outcome.unreachable.append(keys[i])
-                    elif reply is None:
-                        outcome.gone.append(keys[i])
-                    else:
-                        try:
-                            payload = decode_value(
-                                _as_bytes(reply), keys[i], self._fingerprint, self._block_bytes, self._mac
-                            )
-                        except BadValueError as exc:
-                            self._reject(outcome, keys[i], exc)
-                            continue
-                        memoryview(self._rows[host_ids[i]])[:] = payload
-        except Exception as exc:
-            outcome.error = exc
+        outcome = LoadOutcome(refused=self._refuses(job_id))
+        if not outcome.refused:
+            try:
+                self._read_into(job_id, keys, host_ids, outcome)
+            except Exception as exc:
+                outcome.error = exc
         if outcome.bad:
             self._delete_bad(outcome.bad)
         self._end_load(job_id, keys, host_ids, started, outcome)
+
+    def _read_into(
+        self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int], outcome: LoadOutcome
+    ) -> None:
+        """GET ``keys`` chunk by chunk and copy each checked value into its host block; what fails goes in ``outcome``.
+
+        Stops once the job has passed its deadline (its host blocks are no longer its own).
+        """
+        for chunk in _chunks(range(len(keys)), max(1, _CHUNK_BYTES // self._block_bytes)):
+            names = [self.redis_key(keys[i]) for i in chunk]
+            replies = self._execute(names, lambda pipe, i: pipe.get(names[i]))  # noqa: B023  # called within _execute
+            for i, reply in zip(chunk, replies):
+                if isinstance(reply, BaseException):
+                    outcome.unreachable.append(keys[i])
+                elif reply is None:
+                    outcome.gone.append(keys[i])
+                else:
+                    try:
+                        payload = decode_value(
+                            _as_bytes(reply), keys[i], self._fingerprint, self._block_bytes, self._mac
+                        )
+                    except BadValueError as exc:
+                        self._reject(outcome, keys[i], exc)
+                        continue
+                    if not self._copy_into(job_id, host_ids[i], payload):
+                        return
 
     def _delete_bad(self, keys: Sequence[OffloadKey]) -> None:
         """Delete values that failed their check, so no engine finds them again; a failure is logged only."""

@@ -41,6 +41,7 @@ class MakeTier(Protocol):
         io_threads: int = 2,
         start_degraded: bool = False,
         integrity_key: bytes | None = None,
+        job_deadline: float | None = None,
     ) -> RedisTier: ...
 
 
@@ -87,6 +88,7 @@ def make_tier(redis_server: RedisServer, host: torch.Tensor) -> Iterator[MakeTie
         io_threads: int = 2,
         start_degraded: bool = False,
         integrity_key: bytes | None = None,
+        job_deadline: float | None = None,
     ) -> RedisTier:
         blocks = host if host_blocks is None else host_blocks
         tier = RedisTier(
@@ -103,6 +105,7 @@ def make_tier(redis_server: RedisServer, host: torch.Tensor) -> Iterator[MakeTie
             retry_interval=0.05,
             start_degraded=start_degraded,
             integrity_key=integrity_key,
+            job_deadline=job_deadline,
         )
         tiers.append(tier)
         return tier
