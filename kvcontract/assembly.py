@@ -28,6 +28,7 @@ from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingMana
 from kvcontract.tiers import FileTier, MooncakeTier, RedisTier
 from kvcontract.tiers.integrity import read_integrity_key, read_secret_file
 from kvcontract.tiers.redis.client import RedisAccess
+from kvcontract.tiers.remote_tier import RemoteTierLimits
 from kvcontract.transfer import HostBuffer, TorchOffloadingWorker
 
 __all__ = ["apply_runtime_checks", "build_manager", "build_tier", "build_worker"]
@@ -148,6 +149,13 @@ def _integrity_key(path: Path | None) -> bytes | None:
     return None if path is None else read_integrity_key(path)
 
 
+def _limits(tier: RedisTierConfig | MooncakeTierConfig) -> RemoteTierLimits:
+    """What a remote tier keeps and how long its jobs may take, as ``tier`` sets them."""
+    return RemoteTierLimits(
+        job_deadline=tier.job_deadline, known_keys=tier.known_keys, enable_events=tier.enable_events
+    )
+
+
 def _redis_access(tier: RedisTierConfig) -> RedisAccess:
     """The ACL login and TLS of ``tier``, its password read from ``password_file`` (owner and mode checked)."""
     password = None
@@ -182,7 +190,7 @@ def _build_redis(tier: RedisTierConfig, identity: BlockIdentity, host_blocks: to
         start_degraded=tier.start_degraded,
         integrity_key=_integrity_key(tier.integrity_key_file),
         access=_redis_access(tier),
-        job_deadline=tier.job_deadline,
+        limits=_limits(tier),
     )
 
 
@@ -205,7 +213,7 @@ def _build_mooncake(tier: MooncakeTierConfig, identity: BlockIdentity, host_bloc
         retry_interval=tier.retry_interval,
         start_degraded=tier.start_degraded,
         integrity_key=_integrity_key(tier.integrity_key_file),
-        job_deadline=tier.job_deadline,
+        limits=_limits(tier),
     )
 
 

@@ -25,6 +25,8 @@ _JOB_DEADLINE = (
     "Seconds after which a job the store has not finished is reported failed (a load's host blocks zero-filled), "
     "counted in expired_jobs; null: no deadline. Mooncake loads run to their call's timeout instead."
 )
+_KNOWN_KEYS = "Keys known present that the tier remembers (least recently used forgotten, then asked again)."
+_EVENTS = "Keep OffloadingEvents for take_events; off (the default), the tier keeps none."
 _PASSWORD_FILE = (
     "A file holding the Redis ACL user's password (chmod 600, this user's); its trailing newline is dropped."
 )
@@ -94,6 +96,8 @@ class RedisTierConfig(ConfigModel):
     retry_interval: float = Field(default=1.0, gt=0)
     integrity_key_file: Path | None = Field(default=None, description=_KEY_FILE)
     job_deadline: float | None = Field(default=10.0, gt=0, description=_JOB_DEADLINE)
+    known_keys: int = Field(default=1 << 16, ge=1, le=ConfigLimits.MAX_TRACKER_SIZE, description=_KNOWN_KEYS)
+    enable_events: bool = Field(default=False, description=_EVENTS)
     username: str | None = Field(default=None, min_length=1, max_length=256, pattern=r"^\S+$")
     password_file: Path | None = Field(default=None, description=_PASSWORD_FILE)
     tls: bool = Field(default=False, description="TLS to the cluster's nodes; a url says it with rediss://.")
@@ -150,6 +154,8 @@ class MooncakeTierConfig(ConfigModel):
     retry_interval: float = Field(default=1.0, gt=0)
     integrity_key_file: Path | None = Field(default=None, description=_KEY_FILE)
     job_deadline: float | None = Field(default=10.0, gt=0, description=_JOB_DEADLINE)
+    known_keys: int = Field(default=1 << 16, ge=1, le=ConfigLimits.MAX_TRACKER_SIZE, description=_KNOWN_KEYS)
+    enable_events: bool = Field(default=False, description=_EVENTS)
 
 
 TierConfig = Annotated[FileTierConfig | RedisTierConfig | MooncakeTierConfig, Field(discriminator="kind")]

@@ -46,11 +46,13 @@ from kvcontract.tiers.store_value import BadValueError
 __all__ = [
     "BACKGROUND",
     "PREFIX_FINGERPRINT_DIGITS",
+    "DEFAULT_LIMITS",
     "READ",
     "WRITE",
     "Fault",
     "LoadOutcome",
     "RemoteTier",
+    "RemoteTierLimits",
     "RemoteTierStats",
 ]
 
@@ -62,10 +64,34 @@ WRITE = 1
 BACKGROUND = 2
 """Pool priorities: loads, then stores, then touches, removals of bad values and health probes."""
 _LOOKUP_BATCH = 4096
-_KNOWN_KEYS = 1 << 20
-"""Keys known present that this process remembers (LRU); forgotten ones are asked again."""
 NEVER = float("inf")
 """The expiry of a key known present in a store whose values do not expire."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteTierLimits:
+    """What a remote tier keeps and how long a job may take, so that nothing grows with traffic and nothing waits unbounded.
+
+    ``job_deadline``: seconds after which a job the store has not finished is reported failed
+    (``None``: never). ``known_keys``: keys known present that the tier remembers (least
+    recently used forgotten first, then asked again). ``enable_events``: whether the tier keeps
+    ``OffloadingEvent``s for :meth:`~RemoteTier.take_events`; off, it keeps none (an engine
+    that never takes them, as SGLang, would otherwise hold one per stored block).
+    """
+
+    job_deadline: float | None = None
+    known_keys: int = 1 << 16
+    enable_events: bool = False
+
+    def __post_init__(self) -> None:
+        if self.job_deadline is not None and not self.job_deadline > 0:
+            raise ValueError(f"job_deadline must be a positive number of seconds or None, got {self.job_deadline}")
+        if self.known_keys < 1:
+            raise ValueError(f"known_keys must be at least 1, got {self.known_keys}")
+
+
+DEFAULT_LIMITS = RemoteTierLimits()
+"""No job deadline, 65,536 known keys, no events."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +195,7 @@ class RemoteTier(SecondaryTier):
         retry_interval: float,
         start_degraded: bool,
         mac: ValueMac | None,
-        job_deadline: float | None,
+        limits: RemoteTierLimits,
     ) -> None:
         tier = type(self).__name__
         check_host_blocks(host_blocks, tier)
@@ -212,7 +238,8 @@ class RemoteTier(SecondaryTier):
         self._events: list[OffloadingEvent] = []
         self._finished: list[TransferResult] = []
         self._active_jobs: set[int] = set()
-        self._job_deadline = job_deadline
+        self._limits = limits
+        self._job_deadline = limits.job_deadline
         self._deadlines: dict[int, tuple[float, Sequence[int]]] = {}
         """Jobs in flight: when each is overdue, and the host blocks a load writes (empty for a store)."""
         self._expired: set[int] = set()
@@ -397,7 +424,7 @@ class RemoteTier(SecondaryTier):
 
     @override
     def take_events(self) -> list[OffloadingEvent]:
-        """Blocks stored, and blocks found gone or bad, since the last call."""
+        """Blocks stored, and blocks found gone or bad, since the last call (none unless ``enable_events``)."""
         with self._lock:
             events, self._events = self._events, []
         return events
@@ -491,7 +518,8 @@ class RemoteTier(SecondaryTier):
             for key in keys:
                 self._remember(key, expires)
             self._counters.bytes_written += len(keys) * self._block_bytes
-            self._events.append(OffloadingEvent(keys, self._medium, removed=False))
+            if self._limits.enable_events:
+                self._events.append(OffloadingEvent(keys, self._medium, removed=False))
             self._finish(job_id, True, len(keys) * self._block_bytes, seconds)
 
     def _reject(self, outcome: LoadOutcome, key: OffloadKey, error: BadValueError) -> None:
@@ -533,7 +561,7 @@ class RemoteTier(SecondaryTier):
                     self._host[host_id].zero_()
             for key in lost:
                 self._known.pop(key, None)
-            if lost:
+            if lost and self._limits.enable_events:
                 self._events.append(OffloadingEvent(lost, self._medium, removed=True))
             self._counters.evicted += len(outcome.gone)
             self._counters.checksum_failures += outcome.checksum_failures
@@ -590,7 +618,7 @@ class RemoteTier(SecondaryTier):
         """Know ``key`` present until ``expires``; the least recently used beyond the bound are forgotten. Lock held."""
         self._known[key] = expires
         self._known.move_to_end(key)
-        if len(self._known) > _KNOWN_KEYS:
+        if len(self._known) > self._limits.known_keys:
             self._known.popitem(last=False)
 
     def _fault_locked(self, error: BaseException, what: str) -> None:

@@ -17,7 +17,7 @@ from kvcontract import BlockIdentity, LookupResult, OffloadKey, SecondaryTier, T
 from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier, RedisTier
 from kvcontract.tiers.integrity import ValueMac
-from kvcontract.tiers.remote_tier import RemoteTier
+from kvcontract.tiers.remote_tier import RemoteTier, RemoteTierLimits
 from kvcontract.tiers.store_value import encode_value
 from tests.tiers.conftest import drain, key, pattern, settle
 
@@ -195,6 +195,8 @@ def remote_content(i: int) -> torch.Tensor:
     return pattern(i, REMOTE_BYTES)
 
 
+EVENTS_ON = RemoteTierLimits(enable_events=True)
+"""The tests' remote tiers keep events, so that they can check them."""
 INTEGRITY_KEY = bytes(range(32))
 """The integrity key the tests' engines share."""
 STRANGERS = ["no key", "another key"]

@@ -59,7 +59,17 @@ from kvcontract.tiers.mooncake.client import (
     connect,
     describe_code,
 )
-from kvcontract.tiers.remote_tier import BACKGROUND, READ, WRITE, Fault, LoadOutcome, RemoteTier, RemoteTierStats
+from kvcontract.tiers.remote_tier import (
+    BACKGROUND,
+    DEFAULT_LIMITS,
+    READ,
+    WRITE,
+    Fault,
+    LoadOutcome,
+    RemoteTier,
+    RemoteTierLimits,
+    RemoteTierStats,
+)
 from kvcontract.tiers.store_value import (
     BadValueError,
     check_value,
@@ -112,10 +122,10 @@ class MooncakeTier(RemoteTier):
     store), ``local_buffer_size`` and ``replicas`` go to Mooncake's client; ``timeout``
     (seconds) bounds a call to the master. ``start_degraded`` starts the tier even when the
     store does not answer, retrying every ``retry_interval`` seconds. ``integrity_key`` seals
-    every value with a keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`). A store job
-    not reported within ``job_deadline`` seconds (``None``: no deadline) is reported failed then;
-    loads are not, as the client writes zero-copy blocks straight into host memory until its
-    call returns (each call is bounded by ``timeout``).
+    every value with a keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`). ``limits`` bound
+    what the tier keeps and how long a job may take (:class:`~kvcontract.tiers.remote_tier.RemoteTierLimits`);
+    loads are never failed by ``job_deadline``, as the client writes zero-copy blocks straight
+    into host memory until its call returns (each call is bounded by ``timeout``).
     """
 
     _loads_expire = False
@@ -142,7 +152,7 @@ class MooncakeTier(RemoteTier):
         retry_interval: float = 1.0,
         start_degraded: bool = False,
         integrity_key: bytes | None = None,
-        job_deadline: float | None = None,
+        limits: RemoteTierLimits = DEFAULT_LIMITS,
     ) -> None:
         check_host_blocks(host_blocks, "MooncakeTier")  # before its rows size the slots (the base checks it too)
         self._row_stride = int(host_blocks.stride(0))
@@ -180,7 +190,7 @@ class MooncakeTier(RemoteTier):
             retry_interval=retry_interval,
             start_degraded=start_degraded,
             mac=mac,
-            job_deadline=job_deadline,
+            limits=limits,
         )
         # One put and one get in flight at a time (job_lane says why), each a batch of the jobs
         # queued behind the last; a get never waits behind a put, so loads keep their place.

@@ -38,7 +38,17 @@ from kvcontract.tiers.redis.client import (
     connect,
     describe_error,
 )
-from kvcontract.tiers.remote_tier import BACKGROUND, READ, WRITE, Fault, LoadOutcome, RemoteTier, RemoteTierStats
+from kvcontract.tiers.remote_tier import (
+    BACKGROUND,
+    DEFAULT_LIMITS,
+    READ,
+    WRITE,
+    Fault,
+    LoadOutcome,
+    RemoteTier,
+    RemoteTierLimits,
+    RemoteTierStats,
+)
 from kvcontract.tiers.store_value import BadValueError, decode_value, encode_value_into, header_size
 
 __all__ = ["MEDIUM", "RedisTier", "RedisTierStats"]
@@ -70,7 +80,8 @@ class RedisTier(RemoteTier):
     does not answer, retrying every ``retry_interval`` seconds. ``integrity_key`` seals every
     value with a keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`); ``access`` holds
     the ACL user, its password and TLS (:class:`~kvcontract.tiers.redis.client.RedisAccess`).
-    A job not reported within ``job_deadline`` seconds (``None``: no deadline) is reported failed then.
+    ``limits`` bound what the tier keeps and how long a job may take
+    (:class:`~kvcontract.tiers.remote_tier.RemoteTierLimits`).
     """
 
     def __init__(
@@ -92,7 +103,7 @@ class RedisTier(RemoteTier):
         start_degraded: bool = False,
         integrity_key: bytes | None = None,
         access: RedisAccess = NO_ACCESS_OPTIONS,
-        job_deadline: float | None = None,
+        limits: RemoteTierLimits = DEFAULT_LIMITS,
     ) -> None:
         if (url is None) == (not cluster_nodes):
             raise ValueError("RedisTier needs exactly one of url and cluster_nodes")
@@ -128,7 +139,7 @@ class RedisTier(RemoteTier):
             retry_interval=retry_interval,
             start_degraded=start_degraded,
             mac=value_mac(integrity_key),
-            job_deadline=job_deadline,
+            limits=limits,
         )
 
     def redis_key(self, key: OffloadKey) -> bytes:

@@ -17,6 +17,8 @@ import torch
 from kvcontract import BlockIdentity
 from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier
+from kvcontract.tiers.remote_tier import RemoteTierLimits
+from tests.tiers.helpers import EVENTS_ON
 from tests.tiers.mooncake.support import MooncakeStore, missing_reason
 
 collect_ignore_glob = [] if missing_reason() is None else ["test_mooncake_*.py"]
@@ -36,6 +38,7 @@ class MakeTier(Protocol):
         io_threads: int = 2,
         start_degraded: bool = False,
         integrity_key: bytes | None = None,
+        limits: RemoteTierLimits = EVENTS_ON,
         master: str | None = None,
     ) -> MooncakeTier: ...
 
@@ -60,6 +63,7 @@ def tier_on(
     master: str | None = None,
     metadata_server: str | None = None,
     integrity_key: bytes | None = None,
+    limits: RemoteTierLimits = EVENTS_ON,
 ) -> MooncakeTier:
     """A tier on ``store`` (or the given addresses) over ``host`` that lends the store no memory, of the example identity unless told."""
     return MooncakeTier(
@@ -76,6 +80,7 @@ def tier_on(
         retry_interval=0.05,
         start_degraded=start_degraded,
         integrity_key=integrity_key,
+        limits=limits,
     )
 
 
@@ -94,6 +99,7 @@ def make_tier(mooncake_store: MooncakeStore, host: torch.Tensor) -> Iterator[Mak
         io_threads: int = 2,
         start_degraded: bool = False,
         integrity_key: bytes | None = None,
+        limits: RemoteTierLimits = EVENTS_ON,
         master: str | None = None,
     ) -> MooncakeTier:
         tier = tier_on(
@@ -105,6 +111,7 @@ def make_tier(mooncake_store: MooncakeStore, host: torch.Tensor) -> Iterator[Mak
             io_threads=io_threads,
             start_degraded=start_degraded,
             integrity_key=integrity_key,
+            limits=limits,
             master=master,
         )
         tiers.append(tier)
