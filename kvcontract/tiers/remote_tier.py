@@ -27,7 +27,7 @@ import threading
 import time
 from abc import abstractmethod
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -499,9 +499,21 @@ class RemoteTier(SecondaryTier):
             self._deadlines[job_id] = (time.monotonic() + self._job_deadline, host_ids)
 
     def _end_store(
-        self, job_id: int, keys: Sequence[OffloadKey], started: float, *, error: BaseException | None, stored: bool
+        self,
+        job_id: int,
+        keys: Sequence[OffloadKey],
+        started: float,
+        *,
+        error: BaseException | None,
+        stored: bool,
+        found: Collection[OffloadKey] = (),
     ) -> None:
-        """Report a store job: ``keys`` known present if every value was ``stored``, else the job failed."""
+        """Report a store job: ``keys`` known present if every value was ``stored``, else the job failed.
+
+        ``found`` are keys whose value the store already held (not written by this job): never
+        checked, they are neither known present nor counted as written; a lookup asks the store
+        and a load checks whatever value is there.
+        """
         seconds = time.perf_counter() - started
         expires = self._expires(time.monotonic())
         with self._lock:
@@ -515,12 +527,13 @@ class RemoteTier(SecondaryTier):
             if error is not None or not stored:
                 self._finish(job_id, False, 0, seconds)
                 return
-            for key in keys:
+            written = [key for key in keys if key not in found] if found else keys
+            for key in written:
                 self._remember(key, expires)
-            self._counters.bytes_written += len(keys) * self._block_bytes
-            if self._limits.enable_events:
-                self._events.append(OffloadingEvent(keys, self._medium, removed=False))
-            self._finish(job_id, True, len(keys) * self._block_bytes, seconds)
+            self._counters.bytes_written += len(written) * self._block_bytes
+            if self._limits.enable_events and written:
+                self._events.append(OffloadingEvent(written, self._medium, removed=False))
+            self._finish(job_id, True, len(written) * self._block_bytes, seconds)
 
     def _reject(self, outcome: LoadOutcome, key: OffloadKey, error: BadValueError) -> None:
         """Count the value of ``key`` as bad, logging why (a value of another identity once per identity)."""

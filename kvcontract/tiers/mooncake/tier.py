@@ -322,7 +322,9 @@ class MooncakeTier(RemoteTier):
                 else:
                     self._store_refused(job.job_id, failed)
             stored = not failed and len(job_codes) == len(job.keys)
-            self._end_store(job.job_id, job.keys, started, error=job_error, stored=stored)
+            # A value already there is not this job's: unchecked, it is not known present (a load checks it).
+            found = {key for key, code in zip(job.keys, job_codes) if code == OBJECT_ALREADY_EXISTS}
+            self._end_store(job.job_id, job.keys, started, error=job_error, stored=stored, found=found)
 
     def _put(self, keys: Sequence[OffloadKey], host_ids: Sequence[int]) -> list[int]:
         """Put ``keys`` from ``host_ids``: headers from the store lane's slot, blocks straight from the host blocks or copied beside them; the client's code per key."""

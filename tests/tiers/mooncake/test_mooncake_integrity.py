@@ -7,12 +7,13 @@ import time
 import pytest
 import torch
 
-from kvcontract import OffloadingEvent
+from kvcontract import LookupResult, OffloadingEvent
 from kvcontract.tiers.mooncake import tier as mooncake_tier
+from kvcontract.tiers.mooncake.client import OBJECT_ALREADY_EXISTS
 from tests.tiers.helpers import INTEGRITY_KEY, STRANGERS, share_sealed, stranger_value
 from tests.tiers.mooncake.conftest import MakeTier
 from tests.tiers.mooncake.support import MooncakeStore
-from tests.tiers.redis.support import fill, job_counter, key, load, store
+from tests.tiers.redis.support import fill, job_counter, key, load, settle, store
 
 _COUNT_LIMIT_S = 10.0
 """Guard against a hang only: the background removal of a short value takes milliseconds."""
@@ -62,3 +63,26 @@ def test_a_value_a_stranger_wrote_is_a_miss_an_event_and_counted(
         time.sleep(0.01)
     stats = tier.stats()
     assert stats.forged_values == 1 and stats.checksum_failures == 0 and stats.rejected_values == 0
+
+
+def test_a_store_answered_already_exists_does_not_vouch_for_the_value_there(
+    make_tier: MakeTier, mooncake_store: MooncakeStore, host: torch.Tensor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: OBJECT_ALREADY_EXISTS counted as stored and known present, whatever the existing value.
+
+    The client answers it for a key another client holds a put of; here the put is answered so, and
+    the value there is another's."""
+    tier = make_tier()
+    jobs = job_counter()
+    raw = mooncake_store.raw()
+    try:
+        assert raw.upsert(tier.store_key(key(1)), b"not a block") == 0
+    finally:
+        raw.close()
+    monkeypatch.setattr(tier, "_put", lambda keys, host_ids: [OBJECT_ALREADY_EXISTS] * len(keys))
+    fill(host, [0], [1])
+    assert store(tier, jobs, [key(1)], [0]).success, "a value is there; the job is no failure"
+    assert tier.stats().bytes_written == 0 and tier.take_events() == []
+    assert tier.lookup(key(1)) is LookupResult.RETRY, "not known present: the store is asked"
+    assert settle(tier, key(1)) is LookupResult.HIT
+    assert not load(tier, jobs, [key(1)], [2]).success and not host[2].any(), "the value there is checked on load"
