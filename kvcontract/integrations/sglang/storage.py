@@ -126,9 +126,16 @@ class KVContractHiCacheStorage(HiCacheStorage):
         self._on_time = 0
         self._late_jobs = 0
         self._staging_indices: torch.Tensor | None = None
+        self._closed = False
 
     @override
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        if self._tier is not None or self._closed:
+            # A second pool would leave the first tier running and its pages reserved (68 host pages).
+            raise RuntimeError(
+                "KVContractHiCacheStorage: register_mem_pool_host was called again; one backend serves one host "
+                "pool for its life: close() it and build a new backend for another pool"
+            )
         super().register_mem_pool_host(mem_pool_host)
         pool: HostPool = mem_pool_host
         page_num = int(mem_pool_host.size) // pool.page_size
@@ -276,9 +283,21 @@ class KVContractHiCacheStorage(HiCacheStorage):
         return self._transfer(keys, self._pages(host_indices, len(keys)), store=True)
 
     def _pages(self, host_indices: torch.Tensor, count: int) -> list[int]:
-        """The host pool's page of each key: SGLang gives ``page_size`` token indices per page."""
+        """The host pool's page of each key: SGLang gives ``page_size`` token indices per page, each run starting a page.
+
+        Checked once here, at the boundary: indices that do not start a page, or too few of
+        them, are SGLang's mistake, and would otherwise move another page's bytes.
+        """
+        self.tier  # noqa: B018  # before registration: the one error saying so, not a traceback on a pool of None
         size = int(self._pool.page_size)
-        starts: list[int] = host_indices[: count * size : size].numpy().tolist()
+        starts: list[int] = host_indices[: count * size : size].tolist()
+        if len(starts) != count or any(start % size for start in starts):
+            bad = next((start for start in starts if start % size), None)
+            raise ValueError(
+                f"KVContractHiCacheStorage: host_indices must hold {size} token indices per key, each key's "
+                f"first a page start (a multiple of page_size {size}); got {int(host_indices.numel())} indices for "
+                f"{count} keys" + ("" if bad is None else f", one page starting at {bad}")
+            )
         return [start // size for start in starts]
 
     def _transfer(self, keys: Sequence[str], pages: Sequence[int], *, store: bool) -> list[bool]:
@@ -445,8 +464,8 @@ class KVContractHiCacheStorage(HiCacheStorage):
                 self._staging.give_back([slot])
 
     def _fenced(self) -> bool:
-        """Whether a lost job is still out (then no call starts a job)."""
-        if self._tier is None:
+        """Whether a lost job is still out, or the backend is closed (then no call starts a job, and nothing is a hit)."""
+        if self._tier is None or self._closed:
             return True
         with self._lock:
             if self._lost:
@@ -583,6 +602,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
 
     def close(self) -> None:
         """SGLang's detach: finish the tier's jobs, release it, and give the old calls' page back to the pool."""
+        self._closed = True
         if self._tier is not None:
             self._tier.shutdown()
         with self._lock:

@@ -1,0 +1,60 @@
+"""SGLang's calls out of order or with bad arguments: one clear error or a safe answer, never a traceback or a leak."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.integrations.sglang.support import PAGE, backend, fill_random, keys_for, mha_pool, storage_config
+
+
+def test_a_second_register_mem_pool_host_is_one_clear_error(tmp_path: Path) -> None:
+    """Regression: a second registration built a second tier and left the first running with its pages reserved."""
+    pool = mha_pool("page_first")
+    store = backend(pool, storage_config(tmp_path))
+    first = store.tier
+    with pytest.raises(RuntimeError, match="register_mem_pool_host was called again"):
+        store.register_mem_pool_host(pool)
+    assert store.tier is first
+    store.close()
+
+
+def test_calls_before_registration_say_so(tmp_path: Path) -> None:
+    import importlib
+
+    factory = importlib.import_module("sglang.srt.mem_cache.storage.backend_factory").StorageBackendFactory
+    pool = mha_pool("page_first")
+    store = factory.create_backend("dynamic", storage_config(tmp_path), pool)
+    indices = torch.arange(PAGE)
+    for call in (store.batch_get_v1, store.batch_set_v1):
+        with pytest.raises(RuntimeError, match="has not registered its host pool yet"):
+            call(keys_for("early", 1), indices)
+
+
+def test_host_indices_that_do_not_start_a_page_are_refused(tmp_path: Path) -> None:
+    """Regression: indices off a page start were floored silently, moving another page's bytes."""
+    pool = mha_pool("page_first")
+    store = backend(pool, storage_config(tmp_path))
+    indices = pool.alloc(2 * PAGE)
+    fill_random(pool, seed=3)
+    with pytest.raises(ValueError, match="a multiple of page_size"):
+        store.batch_set_v1(keys_for("off", 1), indices[1 : 1 + PAGE])
+    with pytest.raises(ValueError, match="token indices per key"):
+        store.batch_set_v1(keys_for("short", 2), indices[:PAGE])
+    store.close()
+
+
+def test_batch_exists_after_close_answers_no_hit(tmp_path: Path) -> None:
+    """Regression: a closed backend answered hits for pages it could no longer load."""
+    pool = mha_pool("page_first")
+    store = backend(pool, storage_config(tmp_path))
+    indices = pool.alloc(2 * PAGE)
+    fill_random(pool, seed=5)
+    keys = keys_for("closed", 2)
+    assert store.batch_set_v1(keys, indices) == [True, True]
+    assert store.batch_exists(keys) == 2
+    store.close()
+    assert store.batch_exists(keys) == 0
+    assert store.batch_get_v1(keys, indices) == [False, False]
