@@ -8,7 +8,7 @@ forge it. Engines that share an integrity key also seal every value with a keyed
 (:class:`ValueMac`): BLAKE3 in keyed mode, 128-bit tags. Measured on one core of the 2-core
 AMD EPYC this project builds on, over 64 KiB to 2 MiB buffers: BLAKE3 keyed 6.0-6.5 GB/s,
 HMAC-SHA256 1.7-1.8 GB/s, keyed BLAKE2b 0.9 GB/s (xxh3: 63 GB/s, cache-hot), so BLAKE3
-costs a third of HMAC per block (``tools/bench_mac.py``).
+costs a third of HMAC per block (``tools/bench_mac.py``; docs/performance.md).
 """
 
 from __future__ import annotations
