@@ -231,6 +231,11 @@ class KVContractHiCacheStorage(HiCacheStorage):
 
     @override
     def batch_exists(self, keys: list[str], extra_info: HiCacheStorageExtraInfo | None = None) -> int:
+        if any(not isinstance(key, str) for key in keys):
+            wrong = next(key for key in keys if not isinstance(key, str))
+            raise TypeError(
+                f"KVContractHiCacheStorage: keys are SGLang's page hashes as str, got {type(wrong).__name__}"
+            )
         if self._fenced() or not keys:
             return 0
         hits = self._leading_hits([part for key in keys for part in self._keys(key)]) // self._regions()
@@ -508,6 +513,18 @@ class KVContractHiCacheStorage(HiCacheStorage):
         else:
             table.rows[table.page_rows(page)] = data.view(table.regions, -1)
 
+    def _check_page_sized(self, tensor: torch.Tensor, what: str) -> None:
+        """Refuse a tensor of the old calls that is not one page's bytes (SGLang's mistake, checked once here)."""
+        table = self._table
+        assert table is not None  # every caller runs after register_mem_pool_host (a scratch page exists)
+        page_bytes = table.row_bytes * table.regions
+        nbytes = tensor.numel() * tensor.element_size()
+        if nbytes != page_bytes or not tensor.is_contiguous():
+            raise ValueError(
+                f"KVContractHiCacheStorage: {what} holds {nbytes} bytes"
+                f"{'' if tensor.is_contiguous() else ', not contiguous'}: give one page, {page_bytes} contiguous bytes"
+            )
+
     def _scratch_page(self) -> int | None:
         return self._scratch
 
@@ -516,10 +533,11 @@ class KVContractHiCacheStorage(HiCacheStorage):
         page = self._scratch_page()
         if page is None or target_location is None:
             return None
+        target: torch.Tensor = target_location
+        self._check_page_sized(target, "get's target_location")
         with self._scratch_lock:
             if not self._transfer([key], [page], store=False)[0]:
                 return None
-            target: torch.Tensor = target_location
             target.view(-1).copy_(self._read_page(page).view(target.dtype))
         return target
 
@@ -539,8 +557,9 @@ class KVContractHiCacheStorage(HiCacheStorage):
             return False
         if not self._config.is_storage_writer:
             return True
+        data: torch.Tensor = value
+        self._check_page_sized(data, "set's value")
         with self._scratch_lock:
-            data: torch.Tensor = value
             self._write_page(page, data.reshape(-1).view(torch.uint8))
             return self._transfer([key], [page], store=True)[0]
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kvcontract.config import ConfigError
 from tests.integrations.sglang.support import PAGE, backend, fill_random, keys_for, mha_pool, storage_config
 
 
@@ -58,3 +59,39 @@ def test_batch_exists_after_close_answers_no_hit(tmp_path: Path) -> None:
     store.close()
     assert store.batch_exists(keys) == 0
     assert store.batch_get_v1(keys, indices) == [False, False]
+
+
+def test_the_old_calls_refuse_a_tensor_that_is_not_one_page(tmp_path: Path) -> None:
+    """Regression: get and set with a tensor of the wrong size ended in a traceback from deep inside the copy."""
+    pool = mha_pool("page_first")
+    store = backend(pool, storage_config(tmp_path))
+    with pytest.raises(ValueError, match="give one page"):
+        store.set(keys_for("small", 1)[0], torch.zeros(3, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="give one page"):
+        store.get(keys_for("small", 1)[0], torch.zeros(3, dtype=torch.uint8))
+    store.close()
+
+
+def test_batch_exists_with_bytes_keys_is_one_clear_error(tmp_path: Path) -> None:
+    pool = mha_pool("page_first")
+    store = backend(pool, storage_config(tmp_path))
+    with pytest.raises(TypeError, match="as str, got bytes"):
+        store.batch_exists([b"abc"])  # type: ignore[list-item]  # the mistake under test
+    store.close()
+
+
+def test_staging_pages_past_the_limit_are_refused_naming_the_key(tmp_path: Path) -> None:
+    pool = mha_pool("page_first")
+    with pytest.raises(ConfigError, match="kvcontract.staging_pages: give a whole number of pages from 1 to"):
+        backend(
+            pool,
+            storage_config(
+                tmp_path,
+                extra={
+                    "kvcontract": {
+                        "tier": {"kind": "file", "path": str(tmp_path), "capacity": "4MiB"},
+                        "staging_pages": 10**12,
+                    }
+                },
+            ),
+        )
