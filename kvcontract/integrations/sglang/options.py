@@ -156,6 +156,8 @@ def _tier_config(tier: object, identity: object, block_bytes: int, blocks_per_pa
             )
         fields["capacity"] = blocks
     elif isinstance(capacity, int) and not isinstance(capacity, bool):
+        if capacity < 1:  # checked here, in pages: scaled to blocks first, -5 pages was reported as "-10"
+            raise ConfigError(SOURCE, [f"kvcontract.tier.capacity: give at least 1 page, got {capacity}"])
         fields["capacity"] = capacity * blocks_per_page
     base: dict[str, object] = {"manager": {"kind": "tiering", "secondary": [fields]}}
     if identity is not None:

@@ -95,3 +95,10 @@ def test_staging_pages_past_the_limit_are_refused_naming_the_key(tmp_path: Path)
                 },
             ),
         )
+
+
+def test_a_page_count_below_one_is_reported_as_given(tmp_path: Path) -> None:
+    """Regression: ``capacity: -5`` (pages) was reported as "-10", the blocks it was scaled to."""
+    tier = {"kind": "file", "path": str(tmp_path), "capacity": -5}
+    with pytest.raises(ConfigError, match="kvcontract.tier.capacity: give at least 1 page, got -5"):
+        backend(mha_pool("page_first"), storage_config(tmp_path, tier=tier))
