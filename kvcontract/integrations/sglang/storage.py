@@ -231,8 +231,9 @@ class KVContractHiCacheStorage(HiCacheStorage):
 
     @override
     def batch_exists(self, keys: list[str], extra_info: HiCacheStorageExtraInfo | None = None) -> int:
-        if any(not isinstance(key, str) for key in keys):
-            wrong = next(key for key in keys if not isinstance(key, str))
+        # SGLang's keys, checked once here (bytes keys ended in a traceback); its annotation says str, hence type().
+        wrong = next((key for key in keys if type(key) is not str), None)
+        if wrong is not None:
             raise TypeError(
                 f"KVContractHiCacheStorage: keys are SGLang's page hashes as str, got {type(wrong).__name__}"
             )
@@ -295,7 +296,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
         """
         self.tier  # noqa: B018  # before registration: the one error saying so, not a traceback on a pool of None
         size = int(self._pool.page_size)
-        starts: list[int] = host_indices[: count * size : size].tolist()
+        starts: list[int] = host_indices[: count * size : size].numpy().tolist()
         if len(starts) != count or any(start % size for start in starts):
             bad = next((start for start in starts if start % size), None)
             raise ValueError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -75,8 +76,9 @@ def test_the_old_calls_refuse_a_tensor_that_is_not_one_page(tmp_path: Path) -> N
 def test_batch_exists_with_bytes_keys_is_one_clear_error(tmp_path: Path) -> None:
     pool = mha_pool("page_first")
     store = backend(pool, storage_config(tmp_path))
+    bytes_keys: list[Any] = [b"abc"]  # the mistake under test
     with pytest.raises(TypeError, match="as str, got bytes"):
-        store.batch_exists([b"abc"])  # type: ignore[list-item]  # the mistake under test
+        store.batch_exists(bytes_keys)
     store.close()
 
 
@@ -99,6 +101,6 @@ def test_staging_pages_past_the_limit_are_refused_naming_the_key(tmp_path: Path)
 
 def test_a_page_count_below_one_is_reported_as_given(tmp_path: Path) -> None:
     """Regression: ``capacity: -5`` (pages) was reported as "-10", the blocks it was scaled to."""
-    tier = {"kind": "file", "path": str(tmp_path), "capacity": -5}
+    tier: dict[str, object] = {"kind": "file", "path": str(tmp_path), "capacity": -5}
     with pytest.raises(ConfigError, match="kvcontract.tier.capacity: give at least 1 page, got -5"):
         backend(mha_pool("page_first"), storage_config(tmp_path, tier=tier))

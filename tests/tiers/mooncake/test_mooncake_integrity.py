@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import pytest
 import torch
 
-from kvcontract import LookupResult, OffloadingEvent
+from kvcontract import LookupResult, OffloadingEvent, OffloadKey
 from kvcontract.tiers.mooncake import tier as mooncake_tier
 from kvcontract.tiers.mooncake.client import OBJECT_ALREADY_EXISTS
 from tests.tiers.helpers import INTEGRITY_KEY, STRANGERS, share_sealed, stranger_value
@@ -79,7 +80,11 @@ def test_a_store_answered_already_exists_does_not_vouch_for_the_value_there(
         assert raw.upsert(tier.store_key(key(1)), b"not a block") == 0
     finally:
         raw.close()
-    monkeypatch.setattr(tier, "_put", lambda keys, host_ids: [OBJECT_ALREADY_EXISTS] * len(keys))
+
+    def already_there(keys: Sequence[OffloadKey], host_ids: Sequence[int]) -> list[int]:
+        return [OBJECT_ALREADY_EXISTS] * len(keys)
+
+    monkeypatch.setattr(tier, "_put", already_there)
     fill(host, [0], [1])
     assert store(tier, jobs, [key(1)], [0]).success, "a value is there; the job is no failure"
     assert tier.stats().bytes_written == 0 and tier.take_events() == []
