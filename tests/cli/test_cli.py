@@ -187,3 +187,17 @@ def test_simulation_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert outcome.status == 0, outcome.err
     for row in ("hit ratio", "tokens served from offload", "transfer GB/s", "manager µs per block"):
         assert row in outcome.out
+
+
+def test_a_key_file_others_can_read_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    key = tmp_path / "key"
+    key.write_bytes(bytes(range(32)))
+    key.chmod(0o644)
+    path = tmp_path / "sealed.yaml"
+    path.write_text(
+        "manager: {kind: tiering, primary: {kind: cpu, capacity: 64}, secondary: "
+        f"[{{kind: file, path: {tmp_path / 'tier'}, capacity: 64, integrity_key_file: {key}}}]}}\n"
+    )
+    outcome = run_cli(capsys, "simulate", "--config", str(path), "--requests", "2")
+    assert_refused(outcome, f"chmod 600 {key}")
+    assert len(outcome.err.strip().splitlines()) == 1, outcome.err
