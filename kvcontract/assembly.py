@@ -7,6 +7,7 @@ validating a config never imports torch's copy engine or the tiers.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
@@ -25,6 +26,9 @@ from kvcontract.contracts.tier import SecondaryTier
 from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager, TieringOffloadingManager
 from kvcontract.tiers import FileTier, MooncakeTier, RedisTier
+from kvcontract.tiers.integrity import read_integrity_key, read_secret_file
+from kvcontract.tiers.redis.client import RedisAccess
+from kvcontract.tiers.remote_tier import RemoteTierLimits
 from kvcontract.transfer import HostBuffer, TorchOffloadingWorker
 
 __all__ = ["apply_runtime_checks", "build_manager", "build_tier", "build_worker"]
@@ -136,6 +140,35 @@ def build_tier(
         umask=tier.umask,
         trust_shared_root=tier.trust_shared_root,
         enable_events=tier.enable_events,
+        integrity_key=_integrity_key(tier.integrity_key_file),
+    )
+
+
+def _integrity_key(path: Path | None) -> bytes | None:
+    """The integrity key in ``path`` (its owner and mode checked), or ``None`` when the config names no key file."""
+    return None if path is None else read_integrity_key(path)
+
+
+def _limits(tier: RedisTierConfig | MooncakeTierConfig) -> RemoteTierLimits:
+    """What a remote tier keeps and how long its jobs may take, as ``tier`` sets them."""
+    return RemoteTierLimits(
+        job_deadline=tier.job_deadline, known_keys=tier.known_keys, enable_events=tier.enable_events
+    )
+
+
+def _redis_access(tier: RedisTierConfig) -> RedisAccess:
+    """The ACL login and TLS of ``tier``, its password read from ``password_file`` (owner and mode checked)."""
+    password = None
+    if tier.password_file is not None:
+        password = read_secret_file(tier.password_file, "password_file").decode().rstrip("\r\n")
+    return RedisAccess(
+        username=tier.username,
+        password=password,
+        tls=tier.tls,
+        tls_ca_file=tier.tls_ca_file,
+        tls_cert_file=tier.tls_cert_file,
+        tls_key_file=tier.tls_key_file,
+        tls_check_hostname=tier.tls_check_hostname,
     )
 
 
@@ -155,6 +188,9 @@ def _build_redis(tier: RedisTierConfig, identity: BlockIdentity, host_blocks: to
         lookup_timeout=tier.lookup_timeout,
         retry_interval=tier.retry_interval,
         start_degraded=tier.start_degraded,
+        integrity_key=_integrity_key(tier.integrity_key_file),
+        access=_redis_access(tier),
+        limits=_limits(tier),
     )
 
 
@@ -177,6 +213,8 @@ def _build_mooncake(tier: MooncakeTierConfig, identity: BlockIdentity, host_bloc
         lookup_timeout=tier.lookup_timeout,
         retry_interval=tier.retry_interval,
         start_degraded=tier.start_degraded,
+        integrity_key=_integrity_key(tier.integrity_key_file),
+        limits=_limits(tier),
     )
 
 

@@ -168,8 +168,10 @@ def bench_block_size(
     job_blocks: int,
     repeat: int,
     caches: list[str],
+    sealed: bool = False,
 ) -> list[Run]:
-    """Every measurement for blocks of ``block_bytes``: dd, sequential files, the tier per thread count."""
+    """Every measurement for blocks of ``block_bytes``: dd, sequential files, the tier per thread count
+    (and, ``sealed``, the tier again with its blocks sealed with an integrity key's MAC)."""
     count = max(1, total // block_bytes)
     total_bytes = count * block_bytes
     host = torch.randint(0, 256, (count, block_bytes), dtype=torch.uint8)
@@ -210,8 +212,48 @@ def bench_block_size(
                 raise RuntimeError("the loaded blocks differ from the stored ones")
             method = f"FileTier loads, {thread_count} thread{'s' if thread_count > 1 else ''}"
             runs.append(Run(method, cache, block_bytes, total_bytes, seconds))
+    if sealed:
+        runs += _sealed_runs(
+            workdir / f"sealed-{block_bytes}", host, original, keys, threads, job_blocks, repeat, caches
+        )
     shutil.rmtree(root)
     big.unlink()
+    return runs
+
+
+def _sealed_runs(
+    root: Path,
+    host: torch.Tensor,
+    original: torch.Tensor,
+    keys: list[OffloadKey],
+    threads: list[int],
+    job_blocks: int,
+    repeat: int,
+    caches: list[str],
+) -> list[Run]:
+    """The tier's loads per thread count with its blocks sealed with an integrity key (a MAC in place of the checksum)."""
+    count, block_bytes = int(host.shape[0]), int(host.shape[1])
+    identity = example_identity(block_bytes)
+    key = os.urandom(32)
+    host.copy_(original)
+    store_tier = FileTier(root, count, host, identity=identity, io_threads=max(threads), integrity_key=key)
+    store_ids = set(range(len(list(batches(count, job_blocks)))))
+    for job_id, ids_range in enumerate(batches(count, job_blocks)):
+        store_tier.submit_store(TierJob(job_id, keys[ids_range.start : ids_range.stop], ids_range))
+    if not wait_for(store_tier, store_ids):
+        raise RuntimeError("storing the sealed blocks failed")
+    store_tier.shutdown()
+    runs: list[Run] = []
+    for cache, thread_count in itertools.product(caches, threads):
+        tier = FileTier(root, count, host, identity=identity, io_threads=thread_count, integrity_key=key)
+        host.zero_()
+        seconds = best_of(repeat, cache == "cold", lambda tier=tier: time_tier_loads(tier, keys, job_blocks))
+        tier.shutdown()
+        if not torch.equal(host, original):
+            raise RuntimeError("the loaded sealed blocks differ from the stored ones")
+        method = f"FileTier loads sealed (MAC), {thread_count} thread{'s' if thread_count > 1 else ''}"
+        runs.append(Run(method, cache, block_bytes, count * block_bytes, seconds))
+    shutil.rmtree(root)
     return runs
 
 
@@ -225,6 +267,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per measurement (best kept)")
     parser.add_argument("--dir", type=Path, help="where to write (default: a temporary directory)")
     parser.add_argument("--cache", choices=["cold", "warm", "both"], default="both")
+    parser.add_argument("--integrity-key", action="store_true", help="also time loads of blocks sealed with a MAC")
     args = parser.parse_args()
     block_sizes = [parse_size(size) for size in args.block_sizes.split(",")]
     threads = [int(count) for count in args.threads.split(",")]
@@ -237,7 +280,9 @@ def main() -> None:
         runs = [
             run
             for block_bytes in block_sizes
-            for run in bench_block_size(workdir, block_bytes, args.total, threads, args.job_blocks, args.repeat, caches)
+            for run in bench_block_size(
+                workdir, block_bytes, args.total, threads, args.job_blocks, args.repeat, caches, args.integrity_key
+            )
         ]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

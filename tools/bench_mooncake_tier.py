@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import statistics
 import tempfile
 import time
@@ -70,10 +71,15 @@ def _timed(run: Callable[[], None]) -> tuple[float, float]:
     return time.perf_counter() - started, time.process_time() - cpu
 
 
-def throughput(rounds: int, min_bytes: int, io_threads: int, block_sizes: Sequence[int], console: Console) -> None:
-    """Median tier/raw ratios of store and load throughput (wall clock and process CPU) for every block size and job size."""
+def throughput(
+    rounds: int, min_bytes: int, io_threads: int, block_sizes: Sequence[int], console: Console, *, sealed: bool = False
+) -> None:
+    """Median tier/raw ratios of store and load throughput (wall clock and process CPU) for every block size and job size.
+
+    ``sealed``: the tier's values carry a MAC (an integrity key) instead of the checksum."""
     console.print(f"blocks of {mooncake_tier.ZERO_COPY_FROM >> 10} KiB and more go zero copy (two pieces a value)")
-    table = Table(title=f"Mooncake tier against the raw client ({rounds} interleaved rounds, median)")
+    values = "values sealed with an integrity key (BLAKE3 MAC)" if sealed else "values with the xxh3 checksum"
+    table = Table(title=f"Mooncake tier against the raw client ({rounds} interleaved rounds, median), {values}")
     for column in (
         "block",
         "job",
@@ -92,7 +98,7 @@ def throughput(rounds: int, min_bytes: int, io_threads: int, block_sizes: Sequen
         raw = store.raw()
         try:
             for block_bytes, job_blocks in itertools.product(block_sizes, JOB_BLOCKS):
-                row = _measure(store, raw, block_bytes, job_blocks, rounds, min_bytes, io_threads)
+                row = _measure(store, raw, block_bytes, job_blocks, rounds, min_bytes, io_threads, sealed)
                 table.add_row(f"{block_bytes >> 10} KiB", str(job_blocks), *row)
                 console.print(f"measured {block_bytes >> 10} KiB blocks in jobs of {job_blocks}")
         finally:
@@ -109,6 +115,7 @@ def _measure(
     rounds: int,
     min_bytes: int,
     io_threads: int,
+    sealed: bool,
 ) -> list[str]:
     jobs = max(1, min_bytes // (block_bytes * job_blocks))
     host = torch.randint(0, 256, (jobs * job_blocks, block_bytes), dtype=torch.uint8)
@@ -126,6 +133,7 @@ def _measure(
         local_buffer_size=16 << 20,
         io_threads=io_threads,
         timeout=30.0,
+        integrity_key=os.urandom(32) if sealed else None,
     )
     job_ids = itertools.count(1)
     ratios: dict[str, list[float]] = {"store": [], "load": [], "store cpu": [], "load cpu": []}
@@ -241,6 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="send blocks of this many KiB and more as two pieces, the others copied beside their header "
         f"(the tier's own threshold: {mooncake_tier.ZERO_COPY_FROM >> 10})",
     )
+    speed.add_argument("--integrity-key", action="store_true", help="seal values with a MAC instead of the checksum")
     shared = commands.add_parser("hits", help="cross-engine hit ratio on the trace")
     shared.add_argument("--trace", type=Path, default=TRACE)
     shared.add_argument("--engines", type=int, default=2)
@@ -251,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if options.zero_copy_from is not None:
             mooncake_tier.ZERO_COPY_FROM = options.zero_copy_from << 10
         sizes = [kib << 10 for kib in options.block_kib] if options.block_kib else BLOCK_SIZES
-        throughput(options.rounds, options.min_bytes, options.io_threads, sizes, console)
+        throughput(options.rounds, options.min_bytes, options.io_threads, sizes, console, sealed=options.integrity_key)
     else:
         hits(options.trace, options.engines, options.requests, console)
     return 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import statistics
 import tempfile
 import time
@@ -66,9 +67,10 @@ def _timed(run: Callable[[], None]) -> float:
     return time.perf_counter() - started
 
 
-def throughput(rounds: int, min_bytes: int, io_threads: int, console: Console) -> None:
-    """Median tier/raw ratios of store and load throughput for every block size and job size."""
-    table = Table(title=f"Redis tier against raw redis-py pipelines ({rounds} interleaved rounds, median)")
+def throughput(rounds: int, min_bytes: int, io_threads: int, console: Console, *, sealed: bool = False) -> None:
+    """Median tier/raw ratios of store and load throughput for every block size and job size (values MAC-sealed if ``sealed``)."""
+    values = "values sealed with an integrity key (BLAKE3 MAC)" if sealed else "values with the xxh3 checksum"
+    table = Table(title=f"Redis tier against raw redis-py pipelines ({rounds} interleaved rounds, median), {values}")
     for column in ("block", "job", "store GB/s tier", "raw", "ratio", "load GB/s tier", "raw", "ratio"):
         table.add_column(column, justify="right")
     with tempfile.TemporaryDirectory() as workdir:
@@ -76,7 +78,7 @@ def throughput(rounds: int, min_bytes: int, io_threads: int, console: Console) -
         try:
             raw: RedisClient = redis.Redis(host=HOST, port=server.port)
             for block_bytes, job_blocks in itertools.product(BLOCK_SIZES, JOB_BLOCKS):
-                row = _measure(server, raw, block_bytes, job_blocks, rounds, min_bytes, io_threads)
+                row = _measure(server, raw, block_bytes, job_blocks, rounds, min_bytes, io_threads, sealed)
                 table.add_row(f"{block_bytes >> 10} KiB", str(job_blocks), *row)
                 console.print(f"measured {block_bytes >> 10} KiB blocks in jobs of {job_blocks}")
             raw.close()
@@ -93,6 +95,7 @@ def _measure(
     rounds: int,
     min_bytes: int,
     io_threads: int,
+    sealed: bool,
 ) -> list[str]:
     jobs = max(1, min_bytes // (block_bytes * job_blocks))
     host = torch.randint(0, 256, (job_blocks, block_bytes), dtype=torch.uint8)
@@ -104,6 +107,7 @@ def _measure(
         io_threads=io_threads,
         pool_size=io_threads + 2,
         socket_timeout=30.0,
+        integrity_key=os.urandom(32) if sealed else None,
     )
     job_ids = itertools.count(1)
     ratios: dict[str, list[float]] = {"store": [], "load": []}
@@ -235,6 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     speed.add_argument("--rounds", type=int, default=5)
     speed.add_argument("--min-bytes", type=int, default=64 << 20, help="bytes moved per timed run")
     speed.add_argument("--io-threads", type=int, default=4)
+    speed.add_argument("--integrity-key", action="store_true", help="seal values with a MAC instead of the checksum")
     shared = commands.add_parser("hits", help="cross-engine hit ratio on the trace")
     shared.add_argument("--trace", type=Path, default=TRACE)
     shared.add_argument("--engines", type=int, default=2)
@@ -242,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     console = Console()
     if options.part == "throughput":
-        throughput(options.rounds, options.min_bytes, options.io_threads, console)
+        throughput(options.rounds, options.min_bytes, options.io_threads, console, sealed=options.integrity_key)
     else:
         hits(options.trace, options.engines, options.requests, console)
     return 0

@@ -89,13 +89,24 @@ def _check_environment() -> None:
         raise UsageError(str(error)) from None
 
 
+def _is_secret_file_error(error: Exception) -> bool:
+    """Whether ``error`` is a key or password file refused (owner, mode, length).
+
+    Looked up among the loaded modules: importing the tiers here would build their contract
+    classes, and a bad ``KVCONTRACT_CHECKS`` would then fail this very report.
+    """
+    integrity = sys.modules.get("kvcontract.tiers.integrity")
+    refused: object = getattr(integrity, "SecretFileError", None)
+    return isinstance(refused, type) and isinstance(error, refused)
+
+
 def _one_line(error: Exception) -> str | None:
     """The line that reports a known user error, or ``None`` for anything else (a bug)."""
     from kvcontract.config import ConfigError
     from kvcontract.extras import MissingExtraError
     from kvcontract.sim.trace import TraceFormatError
 
-    if isinstance(error, (UsageError, ConfigError, TraceFormatError)):
+    if isinstance(error, (UsageError, ConfigError, TraceFormatError)) or _is_secret_file_error(error):
         return " ".join(str(error).split())
     if isinstance(error, MissingExtraError):
         return str(error)

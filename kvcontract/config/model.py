@@ -91,6 +91,13 @@ class KVContractConfig(ConfigModel):
                 for i, tier in enumerate(manager.secondary)
             ]
             normalized = manager.model_copy(update={"primary": primary, "secondary": secondary})
+        whatif = config.observe.whatif
+        for i, multiple in enumerate(whatif.capacities if whatif is not None else ()):
+            if blocks * multiple < 1:
+                problems.append(
+                    f"observe.whatif.capacities.{i}: {multiple:g} times the primary's {blocks} blocks is less than one "
+                    f"block, a shadow that cannot hold anything: give multiples of at least {1 / blocks:.3g}"
+                )
         if problems:
             raise ValueError("; ".join(problems))
         # Frozen for callers; validation completes the instance here (pydantic supports no

@@ -20,11 +20,12 @@ BUILTIN_POLICIES = ("lru", "arc", "s3fifo", "sieve", "prefix_reuse")
 class WhatIfConfig(ConfigModel):
     """The live what-if: hit ratios at other capacities and under other policies, from sampled shadows.
 
-    ``capacities`` are multiples of the primary's capacity; ``sample_rate`` is the fraction of
+    ``capacities`` are multiples of the primary's capacity (numbers, never strings or booleans,
+    each leaving a shadow of one block or more); ``sample_rate`` is the fraction of
     blocks the shadows see (1.0 is exact); the recent window spans ``window_requests`` requests.
     """
 
-    capacities: list[Annotated[float, Field(gt=0, le=ConfigLimits.MAX_WHATIF_MULTIPLIER)]] = Field(
+    capacities: list[Annotated[float, Field(strict=True, gt=0, le=ConfigLimits.MAX_WHATIF_MULTIPLIER)]] = Field(
         default_factory=lambda: [0.5, 2.0, 4.0], max_length=ConfigLimits.MAX_WHATIF_SHADOWS
     )
     policies: list[PolicyConfig] = Field(

@@ -17,6 +17,20 @@ from kvcontract.config.limits import ConfigLimits
 from kvcontract.config.policy import PolicyConfig
 from kvcontract.config.sizes import Capacity
 
+_KEY_FILE = (
+    "A file of 32 or more secret bytes (chmod 600, this user's) that the engines sharing the tier hold: every "
+    "value carries a keyed MAC, and a value without it, or with another key, is a miss."
+)
+_JOB_DEADLINE = (
+    "Seconds after which a job the store has not finished is reported failed (a load's host blocks zero-filled), "
+    "counted in expired_jobs; null: no deadline. Mooncake loads run to their call's timeout instead."
+)
+_KNOWN_KEYS = "Keys known present that the tier remembers (least recently used forgotten, then asked again)."
+_EVENTS = "Keep OffloadingEvents for take_events; off (the default), the tier keeps none."
+_PASSWORD_FILE = (
+    "A file holding the Redis ACL user's password (chmod 600, this user's); its trailing newline is dropped."
+)
+
 
 class FileTierConfig(ConfigModel):
     """Blocks as files under ``path``, with their own capacity and eviction policy.
@@ -35,6 +49,16 @@ class FileTierConfig(ConfigModel):
     umask: int = Field(default=0o077, ge=0, le=0o077, description="Permission bits the tier never grants.")
     trust_shared_root: bool = False
     enable_events: bool = False
+    integrity_key_file: Path | None = Field(default=None, description=_KEY_FILE)
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _nonempty_path(cls, value: object) -> object:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(
+                "path is empty: name the directory the tier keeps its blocks in (an empty path is the working directory)"
+            )
+        return value
 
     @field_validator("umask", mode="before")
     @classmethod
@@ -52,7 +76,10 @@ class RedisTierConfig(ConfigModel):
 
     Give ``url`` or ``cluster_nodes`` (``host:port``). Timeouts are seconds. Key names
     derive from the block identity; ``namespace`` (optional) is added to them, scoping keys
-    further within one identity, never across identities.
+    further within one identity, never across identities. ``rediss://`` (or ``tls: true`` for
+    a cluster) connects over TLS, checked against ``tls_ca_file``; ``tls_cert_file`` and
+    ``tls_key_file`` present a client certificate; ``username`` and ``password_file`` log in
+    as an ACL user. ``integrity_key_file`` seals every value with a keyed MAC (docs/redis.md, Trust).
     """
 
     kind: Literal["redis"] = "redis"
@@ -67,6 +94,17 @@ class RedisTierConfig(ConfigModel):
     io_threads: int = Field(default=4, ge=1, le=ConfigLimits.MAX_IO_THREADS)
     start_degraded: bool = False
     retry_interval: float = Field(default=1.0, gt=0)
+    integrity_key_file: Path | None = Field(default=None, description=_KEY_FILE)
+    job_deadline: float | None = Field(default=10.0, gt=0, description=_JOB_DEADLINE)
+    known_keys: int = Field(default=1 << 16, ge=1, le=ConfigLimits.MAX_TRACKER_SIZE, description=_KNOWN_KEYS)
+    enable_events: bool = Field(default=False, description=_EVENTS)
+    username: str | None = Field(default=None, min_length=1, max_length=256, pattern=r"^\S+$")
+    password_file: Path | None = Field(default=None, description=_PASSWORD_FILE)
+    tls: bool = Field(default=False, description="TLS to the cluster's nodes; a url says it with rediss://.")
+    tls_ca_file: Path | None = None
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_check_hostname: bool = True
 
     @model_validator(mode="after")
     def _one_address(self) -> Self:
@@ -77,6 +115,15 @@ class RedisTierConfig(ConfigModel):
                 f"pool_size ({self.pool_size}) must be at least io_threads + 1 ({self.io_threads + 1}): "
                 "each I/O thread and the lookup thread hold a connection"
             )
+        if self.url is not None and self.tls:
+            raise ValueError("tls: a url says TLS by its scheme: write rediss://host:port/db and drop tls")
+        uses_tls = self.tls or (self.url is not None and self.url.startswith("rediss://"))
+        if not uses_tls and (self.tls_ca_file or self.tls_cert_file or self.tls_key_file):
+            raise ValueError(
+                "tls_ca_file, tls_cert_file and tls_key_file need TLS: write rediss:// (or tls: true for a cluster)"
+            )
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("tls_cert_file and tls_key_file go together: give both or neither")
         return self
 
 
@@ -108,6 +155,10 @@ class MooncakeTierConfig(ConfigModel):
     lookup_timeout: float = Field(default=0.1, gt=0)
     start_degraded: bool = False
     retry_interval: float = Field(default=1.0, gt=0)
+    integrity_key_file: Path | None = Field(default=None, description=_KEY_FILE)
+    job_deadline: float | None = Field(default=10.0, gt=0, description=_JOB_DEADLINE)
+    known_keys: int = Field(default=1 << 16, ge=1, le=ConfigLimits.MAX_TRACKER_SIZE, description=_KNOWN_KEYS)
+    enable_events: bool = Field(default=False, description=_EVENTS)
 
 
 TierConfig = Annotated[FileTierConfig | RedisTierConfig | MooncakeTierConfig, Field(discriminator="kind")]

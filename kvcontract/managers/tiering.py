@@ -62,6 +62,8 @@ class TierStats:
     """Values the tier met that another block identity wrote, each a miss (0 if it keeps no count)."""
     reachable: bool = True
     """Whether the tier's store answered at its last contact; ``False``: degraded, every lookup a miss."""
+    forged_values: int = 0
+    """Values whose integrity MAC did not hold (written without the tier's key, with another, or altered), each a miss."""
 
 
 @runtime_checkable
@@ -455,4 +457,4 @@ def _verification(tier: SecondaryTier) -> dict[str, int]:
     if not isinstance(tier, _VerifyingTier):
         return {}
     counts = tier.stats()
-    return {name: getattr(counts, name, 0) for name in ("checksum_failures", "identity_mismatches")}
+    return {name: getattr(counts, name, 0) for name in ("checksum_failures", "identity_mismatches", "forged_values")}

@@ -114,3 +114,11 @@ def tier_samples(tier: TierStats, label: str) -> Iterator[MetricSample]:
         tier.identity_mismatches,
         labels,
     )
+    yield MetricSample(
+        "forged_values_total",
+        "counter",
+        "Values a secondary tier with an integrity key met whose MAC did not hold (written without the key, "
+        "with another, or altered); each is a miss, never data.",
+        tier.forged_values,
+        labels,
+    )

@@ -8,8 +8,13 @@ lookup answers ``RETRY`` until the answer lands and ``MISS`` after ``lookup_time
 run on a thread pool (loads before stores), so the scheduler never waits on the network.
 
 A call the store did not answer fails the job it hit and opens a breaker: until a probe
-passes again, lookups say ``MISS`` and submits return ``False`` at once, instead of each job
-waiting out the timeout. A failed load zero-fills all its host blocks; a failed store marks
+passes again, lookups say ``MISS``, submits return ``False`` and the jobs already queued fail
+when their turn comes (``success=False``, no call made), instead of each job waiting out the
+timeout; ``shutdown`` fails the queued jobs the same way, so it waits for the calls in flight
+only (each bounded by the store's timeout). A job not reported within ``job_deadline`` seconds
+is reported failed then (its host blocks zero-filled for a load), counted in ``expired_jobs``
+and logged once; whatever its calls do later changes neither the host blocks nor what the
+tier knows. A failed load zero-fills all its host blocks; a failed store marks
 nothing readable. Each store says how it is opened, probed, asked, written, read and closed,
 in the hooks :class:`RemoteTier` leaves abstract.
 """
@@ -22,7 +27,7 @@ import threading
 import time
 from abc import abstractmethod
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -34,18 +39,20 @@ from kvcontract.contracts.request import LookupResult
 from kvcontract.contracts.tier import SecondaryTier, TierJob
 from kvcontract.contracts.values import OffloadingEvent, TransferResult
 from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks, check_identity_block_bytes
-from kvcontract.tiers.integrity import MismatchLog
+from kvcontract.tiers.integrity import MismatchLog, ValueMac
 from kvcontract.tiers.io_pool import PriorityThreadPool
 from kvcontract.tiers.store_value import BadValueError
 
 __all__ = [
     "BACKGROUND",
     "PREFIX_FINGERPRINT_DIGITS",
+    "DEFAULT_LIMITS",
     "READ",
     "WRITE",
     "Fault",
     "LoadOutcome",
     "RemoteTier",
+    "RemoteTierLimits",
     "RemoteTierStats",
 ]
 
@@ -57,10 +64,34 @@ WRITE = 1
 BACKGROUND = 2
 """Pool priorities: loads, then stores, then touches, removals of bad values and health probes."""
 _LOOKUP_BATCH = 4096
-_KNOWN_KEYS = 1 << 20
-"""Keys known present that this process remembers (LRU); forgotten ones are asked again."""
 NEVER = float("inf")
 """The expiry of a key known present in a store whose values do not expire."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteTierLimits:
+    """What a remote tier keeps and how long a job may take, so that nothing grows with traffic and nothing waits unbounded.
+
+    ``job_deadline``: seconds after which a job the store has not finished is reported failed
+    (``None``: never). ``known_keys``: keys known present that the tier remembers (least
+    recently used forgotten first, then asked again). ``enable_events``: whether the tier keeps
+    ``OffloadingEvent``s for :meth:`~RemoteTier.take_events`; off, it keeps none (an engine
+    that never takes them, as SGLang, would otherwise hold one per stored block).
+    """
+
+    job_deadline: float | None = None
+    known_keys: int = 1 << 16
+    enable_events: bool = False
+
+    def __post_init__(self) -> None:
+        if self.job_deadline is not None and not self.job_deadline > 0:
+            raise ValueError(f"job_deadline must be a positive number of seconds or None, got {self.job_deadline}")
+        if self.known_keys < 1:
+            raise ValueError(f"known_keys must be at least 1, got {self.known_keys}")
+
+
+DEFAULT_LIMITS = RemoteTierLimits()
+"""No job deadline, 65,536 known keys, no events."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +109,13 @@ class RemoteTierStats:
     checksum_failures: int = 0
     rejected_values: int = 0
     identity_mismatches: int = 0
+    forged_values: int = 0
     timeouts: int = 0
     connection_errors: int = 0
     reconnects: int = 0
     failed_jobs: int = 0
+    refused_jobs: int = 0
+    expired_jobs: int = 0
 
 
 @dataclass
@@ -99,10 +133,13 @@ class _Counters:
     checksum_failures: int = 0
     rejected_values: int = 0
     identity_mismatches: int = 0
+    forged_values: int = 0
     timeouts: int = 0
     connection_errors: int = 0
     reconnects: int = 0
     failed_jobs: int = 0
+    refused_jobs: int = 0
+    expired_jobs: int = 0
 
 
 class Fault(enum.Enum):
@@ -121,6 +158,8 @@ class LoadOutcome:
     unreachable: list[OffloadKey] = field(default_factory=list[OffloadKey])
     checksum_failures: int = 0
     mismatches: int = 0
+    forged: int = 0
+    refused: bool = False
     error: BaseException | None = None
 
 
@@ -134,7 +173,12 @@ class RemoteTier(SecondaryTier):
     the identity) name every key, and all of it is in every value, so a value of another
     identity is a miss. Subclasses set what their hooks need before calling this constructor,
     which opens the store (:meth:`_open`) and, with ``start_degraded``, starts without it.
+    ``mac`` (from the integrity key the engines that share blocks hold) seals every value;
+    a value without it, or sealed with another key, is a miss.
     """
+
+    _loads_expire: bool = True
+    """Whether loads are failed at ``job_deadline`` too: only where every byte reaches a host block through :meth:`_copy_into`."""
 
     def __init__(
         self,
@@ -150,6 +194,8 @@ class RemoteTier(SecondaryTier):
         lookup_wait: float,
         retry_interval: float,
         start_degraded: bool,
+        mac: ValueMac | None,
+        limits: RemoteTierLimits,
     ) -> None:
         tier = type(self).__name__
         check_host_blocks(host_blocks, tier)
@@ -159,6 +205,8 @@ class RemoteTier(SecondaryTier):
         self._block_bytes = int(host_blocks.shape[1])
         self._identity = identity
         self._fingerprint = identity.fingerprint
+        self._mac = mac
+        self._forged_logged = False
         self._namespace = namespace
         self._prefix = f"kvc:{identity.fingerprint_hex[:PREFIX_FINGERPRINT_DIGITS]}" + (
             f":{namespace}" if namespace else ""
@@ -190,6 +238,15 @@ class RemoteTier(SecondaryTier):
         self._events: list[OffloadingEvent] = []
         self._finished: list[TransferResult] = []
         self._active_jobs: set[int] = set()
+        self._limits = limits
+        self._job_deadline = limits.job_deadline
+        self._deadlines: dict[int, tuple[float, Sequence[int]]] = {}
+        """Jobs in flight: when each is overdue, and the host blocks a load writes (empty for a store)."""
+        self._expired: set[int] = set()
+        """Jobs failed by their deadline whose calls have not come back yet; changed under ``_copying``."""
+        self._copying = threading.Lock()
+        """Held while a load copies into host blocks, and while a job expires: no byte lands in an expired job's blocks."""
+        self._expiry_logged = False
         self._probing = False
         self._last_probe = -float("inf")
         self._closed = False
@@ -219,7 +276,7 @@ class RemoteTier(SecondaryTier):
 
     @override
     def lookup(self, key: OffloadKey) -> LookupResult:
-        """``HIT`` if known present, ``HIT_PENDING`` while this process stores it, else ask the store.
+        """``MISS`` while the breaker is open; else ``HIT`` if known present, ``HIT_PENDING`` while this process stores it, else ask the store.
 
         A key not known is queued for the lookup thread's next batch and answered ``RETRY``; the
         answer is given at the next lookup, ``MISS`` once ``lookup_timeout`` has passed.
@@ -237,6 +294,10 @@ class RemoteTier(SecondaryTier):
         return answer
 
     def _lookup_locked(self, key: OffloadKey, now: float) -> LookupResult:
+        if not self._healthy or self._closed:
+            # A load of a known key would be refused now (submit_load): a miss, not a hit that cannot load.
+            self._probe_locked(now)
+            return LookupResult.MISS
         expires = self._known.get(key)
         if expires is not None:
             if expires > now:
@@ -253,9 +314,6 @@ class RemoteTier(SecondaryTier):
                 return LookupResult.RETRY
             del self._asking[key]
             self._counters.lookup_timeouts += 1
-            return LookupResult.MISS
-        if not self._healthy or self._closed:
-            self._probe_locked(now)
             return LookupResult.MISS
         self._asking[key] = now
         self._queued.append(key)
@@ -274,7 +332,7 @@ class RemoteTier(SecondaryTier):
         with self._lock:
             if not self._accepting(now):
                 return False
-            self._claim(job.job_id)
+            self._claim(job.job_id, ())
             new: dict[OffloadKey, int] = {}
             for key, host_id in zip(job.keys, job.host_block_ids):
                 if key in new or key in self._storing or self._known.get(key, 0.0) > now:
@@ -302,27 +360,78 @@ class RemoteTier(SecondaryTier):
                 return False
             if any(self._known.get(key, 0.0) <= now for key in job.keys):
                 return False
-            self._claim(job.job_id)
+            self._claim(job.job_id, job.host_block_ids)
             self._start_load(job.job_id, job.keys, job.host_block_ids)
         return True
 
     @override
     def get_finished(self) -> list[TransferResult]:
-        """Jobs finished since the last call, each once."""
+        """Jobs finished since the last call, each once; a job past ``job_deadline`` is reported failed here."""
         with self._lock:
+            if self._deadlines:
+                self._expire_overdue(time.monotonic())
             finished, self._finished = self._finished, []
         return finished
 
+    def _expire_overdue(self, now: float) -> None:
+        """Fail the jobs past their deadline: zero a load's host blocks, forget a store's claim on its keys. Lock held."""
+        overdue = [job_id for job_id, (deadline, _) in self._deadlines.items() if deadline <= now]
+        for job_id in overdue:
+            _, host_ids = self._deadlines.pop(job_id)
+            with self._copying:
+                self._expired.add(job_id)
+                for host_id in host_ids:
+                    self._host[host_id].zero_()
+            for key in [key for key, owner in self._storing.items() if owner == job_id]:
+                del self._storing[key]
+            self._counters.expired_jobs += 1
+            self._finish(job_id, False, 0, 0.0)
+        if overdue and not self._expiry_logged:
+            self._expiry_logged = True
+            self._log.warning(
+                "%s: job %d not finished within job_deadline (%.3g s): reported failed; %s answers slowly or not at "
+                "all. Further ones are counted in expired_jobs",
+                self._name,
+                overdue[0],
+                self._job_deadline,
+                self._where,
+            )
+
+    def _late(self, job_id: int) -> bool:
+        """Whether ``job_id`` was already failed by its deadline (its report then changes nothing); forgets it. Lock held."""
+        with self._copying:
+            if job_id in self._expired:
+                self._expired.discard(job_id)
+                return True
+        return False
+
+    def _copy_into(self, job_id: int, host_id: int, payload: memoryview) -> bool:
+        """Copy a checked ``payload`` into host block ``host_id`` unless ``job_id`` has expired; whether it did."""
+        with self._copying:
+            if job_id in self._expired:
+                return False
+            memoryview(self._rows[host_id])[:] = payload
+        return True
+
+    def _refuses(self, job_id: int) -> bool:
+        """Whether a job (``job_id`` first of a batch) reaching the I/O threads fails at once, with no call of the store:
+        the breaker is open or the tier shuts down."""
+        with self._lock:
+            if self._healthy and not self._closed:
+                return False
+            self._counters.refused_jobs += 1
+        return True
+
     @override
     def take_events(self) -> list[OffloadingEvent]:
-        """Blocks stored, and blocks found gone or bad, since the last call."""
+        """Blocks stored, and blocks found gone or bad, since the last call (none unless ``enable_events``)."""
         with self._lock:
             events, self._events = self._events, []
         return events
 
     @override
     def shutdown(self) -> None:
-        """Refuse new jobs, finish those in flight, stop the threads, then close the store's client."""
+        """Refuse new jobs, fail the queued ones at once, wait for the calls in flight (each within the store's timeout), stop the threads, close the client."""
         with self._lock:
             if self._closed:
                 return
@@ -381,18 +490,35 @@ class RemoteTier(SecondaryTier):
             return False
         return True
 
-    def _claim(self, job_id: int) -> None:
+    def _claim(self, job_id: int, host_ids: Sequence[int]) -> None:
+        """Take ``job_id`` in flight, with its deadline; ``host_ids`` are a load's host blocks (empty for a store)."""
         if job_id in self._active_jobs:
             raise ValueError(f"job id {job_id} is still in flight on {self!r}: give each job a new id")
         self._active_jobs.add(job_id)
+        if self._job_deadline is not None and (not host_ids or self._loads_expire):
+            self._deadlines[job_id] = (time.monotonic() + self._job_deadline, host_ids)
 
     def _end_store(
-        self, job_id: int, keys: Sequence[OffloadKey], started: float, *, error: BaseException | None, stored: bool
+        self,
+        job_id: int,
+        keys: Sequence[OffloadKey],
+        started: float,
+        *,
+        error: BaseException | None,
+        stored: bool,
+        found: Collection[OffloadKey] = (),
     ) -> None:
-        """Report a store job: ``keys`` known present if every value was ``stored``, else the job failed."""
+        """Report a store job: ``keys`` known present if every value was ``stored``, else the job failed.
+
+        ``found`` are keys whose value the store already held (not written by this job): never
+        checked, they are neither known present nor counted as written; a lookup asks the store
+        and a load checks whatever value is there.
+        """
         seconds = time.perf_counter() - started
         expires = self._expires(time.monotonic())
         with self._lock:
+            if self._late(job_id):
+                return
             for key in keys:
                 if self._storing.get(key) == job_id:
                     del self._storing[key]
@@ -401,41 +527,62 @@ class RemoteTier(SecondaryTier):
             if error is not None or not stored:
                 self._finish(job_id, False, 0, seconds)
                 return
-            for key in keys:
+            written = [key for key in keys if key not in found] if found else keys
+            for key in written:
                 self._remember(key, expires)
-            self._counters.bytes_written += len(keys) * self._block_bytes
-            self._events.append(OffloadingEvent(keys, self._medium, removed=False))
-            self._finish(job_id, True, len(keys) * self._block_bytes, seconds)
+            self._counters.bytes_written += len(written) * self._block_bytes
+            if self._limits.enable_events and written:
+                self._events.append(OffloadingEvent(written, self._medium, removed=False))
+            self._finish(job_id, True, len(written) * self._block_bytes, seconds)
 
     def _reject(self, outcome: LoadOutcome, key: OffloadKey, error: BadValueError) -> None:
         """Count the value of ``key`` as bad, logging why (a value of another identity once per identity)."""
         if error.identity_mismatch:
             self._mismatches.record(f"the value of key {key.hex()}")
+        elif error.forged:
+            with self._lock:
+                first, self._forged_logged = not self._forged_logged, True
+            if first:
+                self._log.warning(
+                    "%s: value of key %s does not carry this tier's integrity MAC (%s): read as a miss. Someone "
+                    "without the key, or with another, writes to %s; further ones are counted in "
+                    "kvcontract_forged_values_total",
+                    self._name,
+                    key.hex(),
+                    error,
+                    self._where,
+                )
         else:
             self._log.warning("%s: value of key %s is bad: %s", self._name, key.hex(), error)
         outcome.bad.append(key)
         outcome.checksum_failures += error.checksum_failed
         outcome.mismatches += error.identity_mismatch
+        outcome.forged += error.forged
 
     def _end_load(
         self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int], started: float, outcome: LoadOutcome
     ) -> None:
         """Report a load job; any key gone, bad or unreachable fails it, its host blocks then all zero-filled and the keys forgotten."""
         lost = [*outcome.gone, *outcome.bad, *outcome.unreachable]
-        success = outcome.error is None and not lost
-        if not success:
-            for host_id in host_ids:
-                self._host[host_id].zero_()
+        success = outcome.error is None and not lost and not outcome.refused
         seconds = time.perf_counter() - started
         with self._lock:
+            if self._late(job_id):
+                return
+            if not success:
+                for host_id in host_ids:
+                    self._host[host_id].zero_()
             for key in lost:
                 self._known.pop(key, None)
-            if lost:
+            if lost and self._limits.enable_events:
                 self._events.append(OffloadingEvent(lost, self._medium, removed=True))
             self._counters.evicted += len(outcome.gone)
             self._counters.checksum_failures += outcome.checksum_failures
-            self._counters.rejected_values += len(outcome.bad) - outcome.checksum_failures - outcome.mismatches
+            self._counters.rejected_values += (
+                len(outcome.bad) - outcome.checksum_failures - outcome.mismatches - outcome.forged
+            )
             self._counters.identity_mismatches += outcome.mismatches
+            self._counters.forged_values += outcome.forged
             if outcome.error is not None:
                 self._fault_locked(outcome.error, f"load job {job_id}")
             transferred = len(keys) * self._block_bytes if success else 0
@@ -484,7 +631,7 @@ class RemoteTier(SecondaryTier):
         """Know ``key`` present until ``expires``; the least recently used beyond the bound are forgotten. Lock held."""
         self._known[key] = expires
         self._known.move_to_end(key)
-        if len(self._known) > _KNOWN_KEYS:
+        if len(self._known) > self._limits.known_keys:
             self._known.popitem(last=False)
 
     def _fault_locked(self, error: BaseException, what: str) -> None:
@@ -526,3 +673,4 @@ class RemoteTier(SecondaryTier):
             self._counters.failed_jobs += 1
         self._finished.append(TransferResult(job_id, success, transfer_bytes, seconds))
         self._active_jobs.discard(job_id)
+        self._deadlines.pop(job_id, None)

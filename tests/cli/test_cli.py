@@ -58,6 +58,28 @@ def test_config_validate_lists_every_error(tmp_path: Path, capsys: pytest.Captur
     assert "  manager.colour: unknown field; known here: admission, capacity," in outcome.err
 
 
+@pytest.mark.parametrize(
+    ("config", "field", "says"),
+    [
+        ('manager: {kind: tiering, secondary: [{kind: file, path: "", capacity: 10}]}', "manager.secondary.0.path", "empty"),
+        ("manager: {kind: cpu, capacity: 100}\nobserve: {whatif: {capacities: [1.0e-9]}}", "observe.whatif.capacities.0", "less than one block"),
+        ('manager: {kind: cpu, capacity: 100}\nobserve: {whatif: {capacities: ["2", 3]}}', "observe.whatif.capacities.0", "valid number"),
+        ("manager: {kind: cpu, capacity: 100}\nobserve: {whatif: {capacities: [true]}}", "observe.whatif.capacities.0", "valid number"),
+        ("manager: {kind: cpu, capacity: -5}", "manager.capacity", "capacity -5 is below one block"),
+    ],
+)  # fmt: skip
+def test_configs_that_cannot_work_are_refused_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], config: str, field: str, says: str
+) -> None:
+    """Regression: an empty file tier path, a what-if shadow under one block and non-numbers as multiples passed."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(config + "\n")
+    outcome = run_cli(capsys, "config", "validate", str(path))
+    assert_refused(outcome, f"kvcontract: {path}: invalid config")
+    problems = outcome.err.splitlines()[1:]
+    assert len(problems) == 1 and problems[0].startswith(f"  {field}: ") and says in problems[0], outcome.err
+
+
 def test_config_schema_is_json(capsys: pytest.CaptureFixture[str]) -> None:
     outcome = run_cli(capsys, "config", "schema")
     assert outcome.status == 0
@@ -187,3 +209,17 @@ def test_one_file_named_by_two_outputs_is_refused_before_the_run(
     outcome = run_cli(capsys, *command, "--json", "same.png", "--plot", "./same.png")
     outcome.assert_user_error("--json and --plot both name same.png: give each output its own file")
     assert not (tmp_path / "same.png").exists()
+
+
+def test_a_key_file_others_can_read_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    key = tmp_path / "key"
+    key.write_bytes(bytes(range(32)))
+    key.chmod(0o644)
+    path = tmp_path / "sealed.yaml"
+    path.write_text(
+        "manager: {kind: tiering, primary: {kind: cpu, capacity: 64}, secondary: "
+        f"[{{kind: file, path: {tmp_path / 'tier'}, capacity: 64, integrity_key_file: {key}}}]}}\n"
+    )
+    outcome = run_cli(capsys, "simulate", "--config", str(path), "--requests", "2")
+    assert_refused(outcome, f"chmod 600 {key}")
+    assert len(outcome.err.strip().splitlines()) == 1, outcome.err

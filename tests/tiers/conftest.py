@@ -58,6 +58,7 @@ class MakeTier(Protocol):
         io_threads: int = 4,
         enable_events: bool = True,
         identity: BlockIdentity | None = None,
+        integrity_key: bytes | None = None,
     ) -> FileTier: ...
 
 
@@ -169,6 +170,7 @@ def make_tier(tmp_path: Path, host: torch.Tensor) -> Iterator[MakeTier]:
         io_threads: int = 4,
         enable_events: bool = True,
         identity: BlockIdentity | None = None,
+        integrity_key: bytes | None = None,
     ) -> FileTier:
         blocks = host if host_blocks is None else host_blocks
         tier = FileTier(
@@ -179,6 +181,7 @@ def make_tier(tmp_path: Path, host: torch.Tensor) -> Iterator[MakeTier]:
             policy=policy,
             io_threads=io_threads,
             enable_events=enable_events,
+            integrity_key=integrity_key,
         )
         tiers.append(tier)
         return tier

@@ -16,7 +16,8 @@ from typing_extensions import override
 from kvcontract import BlockIdentity, LookupResult, OffloadKey, SecondaryTier, TierJob, TransferResult
 from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier, RedisTier
-from kvcontract.tiers.remote_tier import RemoteTier
+from kvcontract.tiers.integrity import ValueMac
+from kvcontract.tiers.remote_tier import RemoteTier, RemoteTierLimits
 from kvcontract.tiers.store_value import encode_value
 from tests.tiers.conftest import drain, key, pattern, settle
 
@@ -192,6 +193,35 @@ damages = st.sampled_from(["garbage", "short", "flipped", "other-key", "fingerpr
 def remote_content(i: int) -> torch.Tensor:
     """What key ``i`` always holds in :class:`RemoteTierMachine` (keys are content hashes)."""
     return pattern(i, REMOTE_BYTES)
+
+
+EVENTS_ON = RemoteTierLimits(enable_events=True)
+"""The tests' remote tiers keep events, so that they can check them."""
+INTEGRITY_KEY = bytes(range(32))
+"""The integrity key the tests' engines share."""
+STRANGERS = ["no key", "another key"]
+"""Writers without the engines' integrity key: none at all, or another one."""
+
+
+def stranger_value(tier: RemoteTier, k: OffloadKey, stranger: str) -> bytes:
+    """A well-formed value of ``tier``'s identity under ``k`` (a block of the tests' ``BLOCK_BYTES``, pattern 66) that a
+    writer of :data:`STRANGERS` made."""
+    return encode_value(
+        k,
+        tier.identity.fingerprint,
+        memoryview(pattern(66).numpy().tobytes()),
+        None if stranger == "no key" else ValueMac(bytes(range(100, 132))),
+    )
+
+
+def share_sealed(writer: RemoteTier, reader: RemoteTier, host: torch.Tensor) -> None:
+    """``writer`` stores two blocks and ``reader`` (another tier holding the same key) loads them back exactly."""
+    jobs = itertools.count(1)
+    fill(host, [0, 1], [3, 4])
+    assert store(writer, jobs, [key(1), key(2)], [0, 1]).success
+    assert settle(reader, key(1)) is LookupResult.HIT and settle(reader, key(2)) is LookupResult.HIT
+    assert load(reader, jobs, [key(2), key(1)], [5, 6]).success
+    assert torch.equal(host[5], pattern(4, host.shape[1])) and torch.equal(host[6], pattern(3, host.shape[1]))
 
 
 def damaged_value(i: int, damage: str) -> bytes:

@@ -21,6 +21,7 @@ from kvcontract.policies import LRUPolicy
 from kvcontract.tiers.file import block_file
 from kvcontract.tiers.file.block_dir import BlockDirectory
 from kvcontract.tiers.file.block_file import BlockLocation
+from kvcontract.tiers.integrity import ValueMac
 from tests.tiers.conftest import (
     BLOCK_BYTES,
     READ_BLOCK,
@@ -225,13 +226,17 @@ def test_loads_run_before_queued_stores(
     order: list[str] = []
     gate = Gate()
 
-    def write(at: BlockLocation, k: OffloadKey, payload: memoryview, *, fingerprint: bytes) -> None:
+    def write(
+        at: BlockLocation, k: OffloadKey, payload: memoryview, *, fingerprint: bytes, mac: ValueMac | None = None
+    ) -> None:
         order.append(f"store {k[7]}")
-        block_file.write_block(at, k, payload, fingerprint=fingerprint)
+        block_file.write_block(at, k, payload, fingerprint=fingerprint, mac=mac)
 
-    def read(at: BlockLocation, k: OffloadKey, out: memoryview, *, fingerprint: bytes) -> None:
+    def read(
+        at: BlockLocation, k: OffloadKey, out: memoryview, *, fingerprint: bytes, mac: ValueMac | None = None
+    ) -> None:
         order.append(f"load {k[7]}")
-        block_file.read_block(at, k, out, fingerprint=fingerprint)
+        block_file.read_block(at, k, out, fingerprint=fingerprint, mac=mac)
 
     monkeypatch.setattr(WRITE_BLOCK, gate.wrap(write))
     monkeypatch.setattr(READ_BLOCK, read)

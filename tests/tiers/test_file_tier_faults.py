@@ -16,6 +16,7 @@ from kvcontract.tiers import FileTier
 from kvcontract.tiers.file import block_file
 from kvcontract.tiers.file.block_dir import BlockDirectory
 from kvcontract.tiers.file.block_file import BlockLocation
+from kvcontract.tiers.integrity import ValueMac
 from tests.tiers.conftest import BLOCK_BYTES, READ_BLOCK, WRITE_BLOCK, MakeTier, drain, key, pattern
 from tests.tiers.helpers import fill, load, store
 
@@ -68,10 +69,12 @@ def test_a_damaged_block_fails_its_load_but_not_the_others(
 def test_a_failed_write_fails_only_that_key(
     make_tier: MakeTier, job_ids: Iterator[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def fail_key_1(at: BlockLocation, k: OffloadKey, payload: memoryview, *, fingerprint: bytes) -> None:
+    def fail_key_1(
+        at: BlockLocation, k: OffloadKey, payload: memoryview, *, fingerprint: bytes, mac: ValueMac | None = None
+    ) -> None:
         if k == key(1):
             raise OSError(errno.EIO, "I/O error")
-        block_file.write_block(at, k, payload, fingerprint=fingerprint)
+        block_file.write_block(at, k, payload, fingerprint=fingerprint, mac=mac)
 
     tier = make_tier()
     monkeypatch.setattr(WRITE_BLOCK, fail_key_1)
@@ -89,7 +92,9 @@ def test_a_failed_write_fails_only_that_key(
 def test_an_injected_write_fault_fails_the_store(
     make_tier: MakeTier, job_ids: Iterator[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def disk_full(at: BlockLocation, k: OffloadKey, payload: memoryview, *, fingerprint: bytes) -> None:
+    def disk_full(
+        at: BlockLocation, k: OffloadKey, payload: memoryview, *, fingerprint: bytes, mac: ValueMac | None = None
+    ) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(WRITE_BLOCK, disk_full)
@@ -105,7 +110,9 @@ def test_an_injected_write_fault_fails_the_store(
 def test_an_unexpected_error_still_finishes_the_job(
     make_tier: MakeTier, host: torch.Tensor, job_ids: Iterator[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(at: BlockLocation, k: OffloadKey, out: memoryview, *, fingerprint: bytes) -> None:
+    def broken(
+        at: BlockLocation, k: OffloadKey, out: memoryview, *, fingerprint: bytes, mac: ValueMac | None = None
+    ) -> None:
         raise RuntimeError("bug")
 
     tier = make_tier()

@@ -24,6 +24,7 @@ from kvcontract.tiers import FileTier
 from kvcontract.tiers.file import block_file
 from kvcontract.tiers.file.block_dir import BlockDirectory
 from kvcontract.tiers.file.block_file import BlockLocation, CorruptBlockError
+from kvcontract.tiers.integrity import ValueMac
 from tests.profiles import stateful_settings
 from tests.tiers.conftest import WRITE_BLOCK, drain, key
 
@@ -116,13 +117,15 @@ class FileTierMachine(RuleBasedStateMachine):
         """
         return FileTier(self.root, CAPACITY, self.host, identity=IDENTITY, io_threads=1, enable_events=True)
 
-    def write_or_fail(self, at: BlockLocation, k: OffloadKey, payload: memoryview, *, fingerprint: bytes) -> None:
+    def write_or_fail(
+        self, at: BlockLocation, k: OffloadKey, payload: memoryview, *, fingerprint: bytes, mac: ValueMac | None = None
+    ) -> None:
         """The tier's block writer, failing for the keys in ``failing`` and waiting for ``release`` for those in ``held``."""
         if k in self.held:
             assert self.release.wait(_HOLD_LIMIT_S), "a held write was never released"
         if k in self.failing:
             raise OSError(5, "injected write fault")
-        block_file.write_block(at, k, payload, fingerprint=fingerprint)
+        block_file.write_block(at, k, payload, fingerprint=fingerprint, mac=mac)
         written = next(self.write_times)
         os.utime(at.name, ns=(written, written), dir_fd=at.directory, follow_symlinks=False)
 

@@ -36,6 +36,8 @@ _SGLANG_KEYS = frozenset({"backend_name", "module_path", "class_name", "interfac
 """SGLang's keys that stay in the extra config it hands the backend (``allocator`` picks its host allocator;
 ``prefetch_*``, ``hicache_storage_pass_prefix_keys`` and ``tp_lcm_size`` it takes out before)."""
 _OWN_KEYS = frozenset({"kvcontract", "config_file"})
+MAX_STAGING_PAGES = 65_536
+"""The most staging pages a backend reserves: far more than a call moves (SGLang's are 128 pages); 10**12 was a traceback."""
 _SECTION_KEYS = frozenset({"tier", "identity", "timeout_seconds", "staging_pages", "zero_copy"})
 _SIZE = TypeAdapter(ByteSize)
 DEFAULT_TIMEOUT_SECONDS = 10.0
@@ -107,8 +109,12 @@ def backend_options(
         problems.append(f"kvcontract.zero_copy: give true or false, got {zero_copy!r}")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         problems.append(f"kvcontract.timeout_seconds: give a number of seconds above 0, got {timeout!r}")
-    if staging is not None and (isinstance(staging, bool) or not isinstance(staging, int) or staging < 1):
-        problems.append(f"kvcontract.staging_pages: give a whole number of pages, at least 1, got {staging!r}")
+    if staging is not None and (
+        isinstance(staging, bool) or not isinstance(staging, int) or not 1 <= staging <= MAX_STAGING_PAGES
+    ):
+        problems.append(
+            f"kvcontract.staging_pages: give a whole number of pages from 1 to {MAX_STAGING_PAGES}, got {staging!r}"
+        )
     if problems:
         raise ConfigError(SOURCE, problems)
     assert isinstance(timeout, (int, float)) and (staging is None or isinstance(staging, int))  # checked above
@@ -150,6 +156,8 @@ def _tier_config(tier: object, identity: object, block_bytes: int, blocks_per_pa
             )
         fields["capacity"] = blocks
     elif isinstance(capacity, int) and not isinstance(capacity, bool):
+        if capacity < 1:  # checked here, in pages: scaled to blocks first, -5 pages was reported as "-10"
+            raise ConfigError(SOURCE, [f"kvcontract.tier.capacity: give at least 1 page, got {capacity}"])
         fields["capacity"] = capacity * blocks_per_page
     base: dict[str, object] = {"manager": {"kind": "tiering", "secondary": [fields]}}
     if identity is not None:

@@ -126,9 +126,16 @@ class KVContractHiCacheStorage(HiCacheStorage):
         self._on_time = 0
         self._late_jobs = 0
         self._staging_indices: torch.Tensor | None = None
+        self._closed = False
 
     @override
     def register_mem_pool_host(self, mem_pool_host: Any) -> None:
+        if self._tier is not None or self._closed:
+            # A second pool would leave the first tier running and its pages reserved (68 host pages).
+            raise RuntimeError(
+                "KVContractHiCacheStorage: register_mem_pool_host was called again; one backend serves one host "
+                "pool for its life: close() it and build a new backend for another pool"
+            )
         super().register_mem_pool_host(mem_pool_host)
         pool: HostPool = mem_pool_host
         page_num = int(mem_pool_host.size) // pool.page_size
@@ -224,6 +231,12 @@ class KVContractHiCacheStorage(HiCacheStorage):
 
     @override
     def batch_exists(self, keys: list[str], extra_info: HiCacheStorageExtraInfo | None = None) -> int:
+        # SGLang's keys, checked once here (bytes keys ended in a traceback); its annotation says str, hence type().
+        wrong = next((key for key in keys if type(key) is not str), None)
+        if wrong is not None:
+            raise TypeError(
+                f"KVContractHiCacheStorage: keys are SGLang's page hashes as str, got {type(wrong).__name__}"
+            )
         if self._fenced() or not keys:
             return 0
         hits = self._leading_hits([part for key in keys for part in self._keys(key)]) // self._regions()
@@ -276,9 +289,21 @@ class KVContractHiCacheStorage(HiCacheStorage):
         return self._transfer(keys, self._pages(host_indices, len(keys)), store=True)
 
     def _pages(self, host_indices: torch.Tensor, count: int) -> list[int]:
-        """The host pool's page of each key: SGLang gives ``page_size`` token indices per page."""
+        """The host pool's page of each key: SGLang gives ``page_size`` token indices per page, each run starting a page.
+
+        Checked once here, at the boundary: indices that do not start a page, or too few of
+        them, are SGLang's mistake, and would otherwise move another page's bytes.
+        """
+        self.tier  # noqa: B018  # before registration: the one error saying so, not a traceback on a pool of None
         size = int(self._pool.page_size)
         starts: list[int] = host_indices[: count * size : size].numpy().tolist()
+        if len(starts) != count or any(start % size for start in starts):
+            bad = next((start for start in starts if start % size), None)
+            raise ValueError(
+                f"KVContractHiCacheStorage: host_indices must hold {size} token indices per key, each key's "
+                f"first a page start (a multiple of page_size {size}); got {int(host_indices.numel())} indices for "
+                f"{count} keys" + ("" if bad is None else f", one page starting at {bad}")
+            )
         return [start // size for start in starts]
 
     def _transfer(self, keys: Sequence[str], pages: Sequence[int], *, store: bool) -> list[bool]:
@@ -445,8 +470,8 @@ class KVContractHiCacheStorage(HiCacheStorage):
                 self._staging.give_back([slot])
 
     def _fenced(self) -> bool:
-        """Whether a lost job is still out (then no call starts a job)."""
-        if self._tier is None:
+        """Whether a lost job is still out, or the backend is closed (then no call starts a job, and nothing is a hit)."""
+        if self._tier is None or self._closed:
             return True
         with self._lock:
             if self._lost:
@@ -489,6 +514,18 @@ class KVContractHiCacheStorage(HiCacheStorage):
         else:
             table.rows[table.page_rows(page)] = data.view(table.regions, -1)
 
+    def _check_page_sized(self, tensor: torch.Tensor, what: str) -> None:
+        """Refuse a tensor of the old calls that is not one page's bytes (SGLang's mistake, checked once here)."""
+        table = self._table
+        assert table is not None  # every caller runs after register_mem_pool_host (a scratch page exists)
+        page_bytes = table.row_bytes * table.regions
+        nbytes = tensor.numel() * tensor.element_size()
+        if nbytes != page_bytes or not tensor.is_contiguous():
+            raise ValueError(
+                f"KVContractHiCacheStorage: {what} holds {nbytes} bytes"
+                f"{'' if tensor.is_contiguous() else ', not contiguous'}: give one page, {page_bytes} contiguous bytes"
+            )
+
     def _scratch_page(self) -> int | None:
         return self._scratch
 
@@ -497,10 +534,11 @@ class KVContractHiCacheStorage(HiCacheStorage):
         page = self._scratch_page()
         if page is None or target_location is None:
             return None
+        target: torch.Tensor = target_location
+        self._check_page_sized(target, "get's target_location")
         with self._scratch_lock:
             if not self._transfer([key], [page], store=False)[0]:
                 return None
-            target: torch.Tensor = target_location
             target.view(-1).copy_(self._read_page(page).view(target.dtype))
         return target
 
@@ -520,8 +558,9 @@ class KVContractHiCacheStorage(HiCacheStorage):
             return False
         if not self._config.is_storage_writer:
             return True
+        data: torch.Tensor = value
+        self._check_page_sized(data, "set's value")
         with self._scratch_lock:
-            data: torch.Tensor = value
             self._write_page(page, data.reshape(-1).view(torch.uint8))
             return self._transfer([key], [page], store=True)[0]
 
@@ -587,6 +626,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
 
     def close(self) -> None:
         """SGLang's detach: finish the tier's jobs, release it, and give the old calls' page back to the pool."""
+        self._closed = True
         if self._tier is not None:
             self._tier.shutdown()
         with self._lock:

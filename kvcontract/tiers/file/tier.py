@@ -26,7 +26,13 @@ from kvcontract.policies import make_policy
 from kvcontract.tiers.file.block_dir import DEFAULT_UMASK, BlockDirectory, ForeignBlock, FoundBlock
 from kvcontract.tiers.file.block_file import delete_block, read_block, write_block
 from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks, check_identity_block_bytes
-from kvcontract.tiers.integrity import CorruptBlockError, IdentityMismatchError, MismatchLog
+from kvcontract.tiers.integrity import (
+    CorruptBlockError,
+    ForgedValueError,
+    IdentityMismatchError,
+    MismatchLog,
+    value_mac,
+)
 from kvcontract.tiers.io_pool import PriorityThreadPool, Task
 
 __all__ = ["MEDIUM", "FileTier", "FileTierStats"]
@@ -49,6 +55,8 @@ class FileTierStats:
     """Block files that failed verification on load (checksum, header, length or key wrong, or no regular file)."""
     identity_mismatches: int = 0
     """Block files met in this identity's directory that another identity wrote (each a miss, the file deleted)."""
+    forged_values: int = 0
+    """Block files whose integrity MAC did not hold, or that carried none (or one) where the tier expects the other (each a miss, the file deleted)."""
 
 
 @dataclass(eq=False)
@@ -101,7 +109,9 @@ class FileTier(SecondaryTier):
     be writable by no one the umask leaves out, unless ``trust_shared_root``; nothing inside
     it is followed through a symlink, and anything but a regular file where a block belongs
     is corrupt (see ``docs/file-tier.md`` for the threat model). Events are recorded only with
-    ``enable_events``, so a tier whose events nobody takes holds none.
+    ``enable_events``, so a tier whose events nobody takes holds none. ``integrity_key``
+    (32 or more secret bytes the engines sharing ``root`` hold) seals every file with a keyed
+    MAC; a file without it, or sealed with another key, is a miss and deleted.
     """
 
     def __init__(
@@ -116,6 +126,7 @@ class FileTier(SecondaryTier):
         umask: int = DEFAULT_UMASK,
         trust_shared_root: bool = False,
         enable_events: bool = False,
+        integrity_key: bytes | None = None,
     ) -> None:
         if capacity < 1:
             raise ValueError(f"FileTier capacity must be at least 1 block, got {capacity}")
@@ -128,6 +139,8 @@ class FileTier(SecondaryTier):
         self._policy = make_policy(policy, capacity)
         self._identity = identity
         self._fingerprint = identity.fingerprint
+        self._mac = value_mac(integrity_key)
+        self._forged = 0
         self._dir = BlockDirectory(
             Path(root), identity.fingerprint_hex, umask=umask, trust_shared_root=trust_shared_root
         )
@@ -251,7 +264,7 @@ class FileTier(SecondaryTier):
     def stats(self) -> FileTierStats:
         """Counters since the tier started."""
         with self._lock:
-            return FileTierStats(self._checksum_failures, self._mismatches.count)
+            return FileTierStats(self._checksum_failures, self._mismatches.count, self._forged)
 
     @override
     def get_finished(self) -> list[TransferResult]:
@@ -357,7 +370,9 @@ class FileTier(SecondaryTier):
         started = time.perf_counter()
         try:
             with self._dir.locate(key, create=True) as location:
-                write_block(location, key, memoryview(self._rows[host_id]), fingerprint=self._fingerprint)
+                write_block(
+                    location, key, memoryview(self._rows[host_id]), fingerprint=self._fingerprint, mac=self._mac
+                )
             ok = True
         except Exception as exc:
             ok = False
@@ -376,8 +391,21 @@ class FileTier(SecondaryTier):
         started = time.perf_counter()
         try:
             with self._dir.locate(key) as location:
-                read_block(location, key, memoryview(self._rows[host_id]), fingerprint=self._fingerprint)
+                read_block(location, key, memoryview(self._rows[host_id]), fingerprint=self._fingerprint, mac=self._mac)
             ok, corrupt = True, False
+        except ForgedValueError as exc:
+            ok, corrupt = False, False
+            with self._lock:
+                self._forged += 1
+                first = self._forged == 1
+            if first:
+                _log.warning(
+                    "file tier: block file of key %s does not carry this tier's integrity MAC (%s): read as a miss; "
+                    "further ones are counted in kvcontract_forged_values_total",
+                    key.hex(),
+                    exc,
+                )
+            self._host[host_id].zero_()
         except IdentityMismatchError:
             ok, corrupt = False, False
             self._mismatches.record(f"the block file of key {key.hex()}")

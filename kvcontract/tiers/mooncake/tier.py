@@ -41,6 +41,7 @@ from typing_extensions import override
 from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
 from kvcontract.tiers.host_blocks import check_host_blocks
+from kvcontract.tiers.integrity import value_mac
 from kvcontract.tiers.job_lane import JobLane
 from kvcontract.tiers.mooncake.client import (
     MASTER_FAULTS,
@@ -58,8 +59,25 @@ from kvcontract.tiers.mooncake.client import (
     connect,
     describe_code,
 )
-from kvcontract.tiers.remote_tier import BACKGROUND, READ, WRITE, Fault, LoadOutcome, RemoteTier, RemoteTierStats
-from kvcontract.tiers.store_value import BadValueError, check_value, encode_header_into, header_size
+from kvcontract.tiers.remote_tier import (
+    BACKGROUND,
+    DEFAULT_LIMITS,
+    READ,
+    WRITE,
+    Fault,
+    LoadOutcome,
+    RemoteTier,
+    RemoteTierLimits,
+    RemoteTierStats,
+)
+from kvcontract.tiers.store_value import (
+    BadValueError,
+    check_value,
+    encode_header_into,
+    header_size,
+    max_header_size,
+    sealing_differs,
+)
 
 __all__ = ["MEDIUM", "MooncakeTier", "MooncakeTierStats"]
 
@@ -82,8 +100,6 @@ _BATCH_VALUES = 64
 _STORE_SLOT = 0
 _LOAD_SLOT = 1
 """The registered slots, one per lane: the store lane's and the load lane's."""
-_MAX_HEADER_BYTES = 65_575
-"""The header of the longest key a value can carry: a slot always holds one value whatever its key."""
 _GONE = frozenset({OBJECT_NOT_FOUND, SEGMENT_NOT_FOUND})
 """Get results that mean the value is no longer in the store: evicted or removed."""
 
@@ -106,8 +122,15 @@ class MooncakeTier(RemoteTier):
     store), ``local_buffer_size`` and ``replicas`` go to Mooncake's client; ``timeout``
     (seconds) bounds a call to the master; ``client_log_level`` (``INFO``, ``WARNING``, ``ERROR``)
     is the least level of the client's own log lines. ``start_degraded`` starts the tier even when the
-    store does not answer, retrying every ``retry_interval`` seconds.
+    store does not answer, retrying every ``retry_interval`` seconds. ``integrity_key`` seals
+    every value with a keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`). ``limits`` bound
+    what the tier keeps and how long a job may take (:class:`~kvcontract.tiers.remote_tier.RemoteTierLimits`);
+    loads are never failed by ``job_deadline``, as the client writes zero-copy blocks straight
+    into host memory until its call returns (each call is bounded by ``timeout``).
     """
+
+    _loads_expire = False
+    """Zero-copy gets write into host blocks until the client returns: a load is never failed before its call ends."""
 
     def __init__(
         self,
@@ -130,12 +153,16 @@ class MooncakeTier(RemoteTier):
         lookup_wait: float = 0.0,
         retry_interval: float = 1.0,
         start_degraded: bool = False,
+        integrity_key: bytes | None = None,
+        limits: RemoteTierLimits = DEFAULT_LIMITS,
     ) -> None:
         check_host_blocks(host_blocks, "MooncakeTier")  # before its rows size the slots (the base checks it too)
         self._row_stride = int(host_blocks.stride(0))
         self._zero_copy = int(host_blocks.shape[1]) >= ZERO_COPY_FROM
-        value_bytes = header_size(OffloadKey(bytes(20))) + int(host_blocks.shape[1])
-        self._slot_bytes = _HEADER_SLOT_BYTES if self._zero_copy else _BATCH_VALUES * value_bytes + _MAX_HEADER_BYTES
+        mac = value_mac(integrity_key)
+        value_bytes = header_size(OffloadKey(bytes(20)), mac) + int(host_blocks.shape[1])
+        # A slot always holds one value whatever its key: the header of the longest key beside the batch.
+        self._slot_bytes = _HEADER_SLOT_BYTES if self._zero_copy else _BATCH_VALUES * value_bytes + max_header_size(mac)
         self._slots = torch.zeros((2, self._slot_bytes), dtype=torch.uint8)
         self._slot_rows = self._slots.numpy()
         self._connect = functools.partial(
@@ -165,6 +192,8 @@ class MooncakeTier(RemoteTier):
             lookup_wait=lookup_wait,
             retry_interval=retry_interval,
             start_degraded=start_degraded,
+            mac=mac,
+            limits=limits,
         )
         # One put and one get in flight at a time (job_lane says why), each a batch of the jobs
         # queued behind the last; a get never waits behind a put, so loads keep their place.
@@ -258,7 +287,7 @@ class MooncakeTier(RemoteTier):
         batches: list[range] = []
         start = used = 0
         for i, key in enumerate(keys):
-            size = header_size(key) + copied
+            size = header_size(key, self._mac) + copied
             if used + size > self._slot_bytes:
                 batches.append(range(start, i))
                 start, used = i, 0
@@ -268,8 +297,15 @@ class MooncakeTier(RemoteTier):
         return batches
 
     def _store_jobs(self, jobs: Sequence[_Job]) -> None:
-        """Put the blocks of ``jobs`` in as few calls as the store lane's slot allows, then report each job."""
+        """Put the blocks of ``jobs`` in as few calls as the store lane's slot allows, then report each job.
+
+        While the breaker is open (or the tier shuts down) the jobs fail at once, with no call.
+        """
         started = time.perf_counter()
+        if self._refuses(jobs[0].job_id):
+            for job in jobs:
+                self._end_store(job.job_id, job.keys, started, error=None, stored=False)
+            return
         codes: list[int] = []
         error: BaseException | None = None
         try:
@@ -289,7 +325,9 @@ class MooncakeTier(RemoteTier):
                 else:
                     self._store_refused(job.job_id, failed)
             stored = not failed and len(job_codes) == len(job.keys)
-            self._end_store(job.job_id, job.keys, started, error=job_error, stored=stored)
+            # A value already there is not this job's: unchecked, it is not known present (a load checks it).
+            found = {key for key, code in zip(job.keys, job_codes) if code == OBJECT_ALREADY_EXISTS}
+            self._end_store(job.job_id, job.keys, started, error=job_error, stored=stored, found=found)
 
     def _put(self, keys: Sequence[OffloadKey], host_ids: Sequence[int]) -> list[int]:
         """Put ``keys`` from ``host_ids``: headers from the store lane's slot, blocks straight from the host blocks or copied beside them; the client's code per key."""
@@ -305,7 +343,7 @@ class MooncakeTier(RemoteTier):
             for i in batch:
                 row = host_ids[i]
                 payload = memoryview(self._rows[row])
-                size = encode_header_into(view[offset:], keys[i], self._fingerprint, payload)
+                size = encode_header_into(view[offset:], keys[i], self._fingerprint, payload, self._mac)
                 names.append(self.store_key(keys[i]))
                 if self._zero_copy:
                     pointers.append([base + offset, self._row(row)])
@@ -340,6 +378,10 @@ class MooncakeTier(RemoteTier):
         client answers a get that names a key twice as two successes but fills one buffer.
         """
         started = time.perf_counter()
+        if self._refuses(jobs[0].job_id):
+            for job in jobs:
+                self._end_load(job.job_id, job.keys, job.host_ids, started, LoadOutcome(refused=True))
+            return
         targets: dict[OffloadKey, int] = {}
         for job in jobs:
             for key, host_id in zip(job.keys, job.host_ids):
@@ -378,7 +420,7 @@ class MooncakeTier(RemoteTier):
             offset = 0
             for i in batch:
                 offsets.append(offset)
-                size = header_size(keys[i])
+                size = header_size(keys[i], self._mac)
                 if self._zero_copy:
                     pointers.append([base + offset, self._row(targets[keys[i]])])
                     sizes.append([size, block_bytes])
@@ -397,14 +439,17 @@ class MooncakeTier(RemoteTier):
                 found[key] = result
                 if result < 0 and result != TOO_LONG:
                     continue
-                size = header_size(key)
+                size = header_size(key, self._mac)
                 row = memoryview(self._rows[targets[key]])
                 payload = row if self._zero_copy else view[at + size : at + size + block_bytes]
                 try:
                     if result != size + block_bytes:
                         shown = "more" if result < 0 else f"{result} bytes"
-                        raise BadValueError(f"holds {shown}, expected {size + block_bytes} bytes")
-                    check_value(view[at : at + size], payload, key, self._fingerprint, block_bytes)
+                        raise BadValueError(
+                            f"holds {shown}, expected {size + block_bytes} bytes",
+                            forged=result >= 0 and sealing_differs(view[at : at + min(result, size)], self._mac),
+                        )
+                    check_value(view[at : at + size], payload, key, self._fingerprint, block_bytes, self._mac)
                 except BadValueError as exc:
                     found[key] = exc
                     continue
@@ -466,19 +511,23 @@ class MooncakeTier(RemoteTier):
         """Remove the values among ``keys`` whose size is not a block's.
 
         A value shorter than the buffers of a get fails its transfer (``TRANSFER_FAIL``),
-        as a value whose segment left does: the size tells the two apart.
+        as a value whose segment left does: the size tells the two apart. With an integrity
+        key, a value exactly as long as an unsealed block is counted as forged: a writer without the key.
         """
         try:
             store = self._live_connection().store
             sizes = {key: store.get_size(self.store_key(key)) for key in keys}
-            short = [key for key, size in sizes.items() if 0 <= size != header_size(key) + self._block_bytes]
+            short = [key for key, size in sizes.items() if 0 <= size != header_size(key, self._mac) + self._block_bytes]
         except Exception as exc:
             self._log.warning("mooncake tier: sizing unreadable values failed: %s", exc)
             return
         if short:
             self._log.warning("mooncake tier: values of keys %s are not a block long", [key.hex() for key in short[:4]])
+            unsealed = self._block_bytes if self._mac is not None else -1
+            forged = sum(sizes[key] == header_size(key) + unsealed for key in short)
             with self._lock:
-                self._counters.rejected_values += len(short)
+                self._counters.rejected_values += len(short) - forged
+                self._counters.forged_values += forged
             self._remove(short)
 
     def _live_connection(self) -> MooncakeConnection:

@@ -9,12 +9,16 @@ try again, so a dead server costs one timeout per job, not four.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from kvcontract.extras import MissingExtraError
 
 __all__ = [
     "MISSING_EXTRA",
+    "NO_ACCESS_OPTIONS",
+    "RedisAccess",
     "RedisClient",
     "RedisClusterClient",
     "RedisPipeline",
@@ -65,6 +69,48 @@ class RedisClusterClient(RedisClient, Protocol):
     def get_node_from_key(self, key: bytes, replica: bool = False) -> Any: ...
 
 
+@dataclass(frozen=True, slots=True)
+class RedisAccess:
+    """Who the tier is to Redis and how it reaches it privately: an ACL user and password, TLS and its files.
+
+    ``tls`` is for a cluster's nodes (a url says it by its ``rediss://`` scheme); ``tls_ca_file``
+    checks the server's certificate (the system's CAs when absent), ``tls_cert_file`` and
+    ``tls_key_file`` present a client certificate. The password is never shown.
+    """
+
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tls: bool = False
+    tls_ca_file: Path | None = None
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_check_hostname: bool = True
+
+    def options(self, *, url: str | None) -> dict[str, Any]:
+        """The keywords of redis-py's clients that say all of this (for ``url``, or a cluster when ``None``)."""
+        options: dict[str, Any] = {}  # redis-py types each keyword differently; these are all str, bool or None
+        if self.username is not None:
+            options["username"] = self.username
+        if self.password is not None:
+            options["password"] = self.password
+        if self.tls or (url is not None and url.startswith("rediss://")):
+            if url is None:
+                options["ssl"] = True
+            options["ssl_cert_reqs"] = "required"
+            options["ssl_check_hostname"] = self.tls_check_hostname
+            if self.tls_ca_file is not None:
+                options["ssl_ca_certs"] = str(self.tls_ca_file)
+            if self.tls_cert_file is not None:
+                options["ssl_certfile"] = str(self.tls_cert_file)
+            if self.tls_key_file is not None:
+                options["ssl_keyfile"] = str(self.tls_key_file)
+        return options
+
+
+NO_ACCESS_OPTIONS = RedisAccess()
+"""No login and no TLS but what the url says."""
+
+
 class RedisUnavailableError(ConnectionError):
     """The Redis server or cluster a tier was configured with cannot be reached; the message is one line."""
 
@@ -82,11 +128,12 @@ def connect(
     socket_timeout: float,
     connect_timeout: float,
     pool_size: int,
+    access: RedisAccess | None = None,
 ) -> RedisClient:
     """A client for ``url`` or for the cluster reachable through ``cluster_nodes``, checked with a PING.
 
     Raises :class:`RedisUnavailableError` when it does not answer, and ``ImportError``
-    naming the extra when redis-py is not installed.
+    naming the extra when redis-py is not installed. ``access`` logs in and sets up TLS.
     """
     try:
         from redis import BlockingConnectionPool, Redis
@@ -110,6 +157,7 @@ def connect(
                 max_connections=pool_size,
                 require_full_coverage=False,
                 retry=Retry(NoBackoff(), 0),
+                **(access or NO_ACCESS_OPTIONS).options(url=None),
             )
         else:
             pool = BlockingConnectionPool.from_url(  # pyright: ignore[reportUnknownMemberType]  # redis-py leaves **kwargs untyped
@@ -119,6 +167,7 @@ def connect(
                 socket_timeout=socket_timeout,
                 socket_connect_timeout=connect_timeout,
                 retry=Retry(NoBackoff(), 0),
+                **(access or NO_ACCESS_OPTIONS).options(url=url),
             )
             client = Redis(connection_pool=pool)
         _ping(client)

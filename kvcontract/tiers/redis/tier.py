@@ -27,7 +27,10 @@ from typing_extensions import override
 
 from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
+from kvcontract.tiers.integrity import value_mac
 from kvcontract.tiers.redis.client import (
+    NO_ACCESS_OPTIONS,
+    RedisAccess,
     RedisClient,
     RedisClusterClient,
     RedisPipeline,
@@ -35,7 +38,17 @@ from kvcontract.tiers.redis.client import (
     connect,
     describe_error,
 )
-from kvcontract.tiers.remote_tier import BACKGROUND, READ, WRITE, Fault, LoadOutcome, RemoteTier, RemoteTierStats
+from kvcontract.tiers.remote_tier import (
+    BACKGROUND,
+    DEFAULT_LIMITS,
+    READ,
+    WRITE,
+    Fault,
+    LoadOutcome,
+    RemoteTier,
+    RemoteTierLimits,
+    RemoteTierStats,
+)
 from kvcontract.tiers.store_value import BadValueError, decode_value, encode_value_into, header_size
 
 __all__ = ["MEDIUM", "RedisTier", "RedisTierStats"]
@@ -64,7 +77,11 @@ class RedisTier(RemoteTier):
     engines of other models, layouts or ranks on one server live side by side. Give ``url``
     (``redis://127.0.0.1:6379/0``) or ``cluster_nodes`` (``[(host, port), ...]``).
     ``ttl_seconds`` expires values; ``start_degraded`` starts the tier even when the server
-    does not answer, retrying every ``retry_interval`` seconds.
+    does not answer, retrying every ``retry_interval`` seconds. ``integrity_key`` seals every
+    value with a keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`); ``access`` holds
+    the ACL user, its password and TLS (:class:`~kvcontract.tiers.redis.client.RedisAccess`).
+    ``limits`` bound what the tier keeps and how long a job may take
+    (:class:`~kvcontract.tiers.remote_tier.RemoteTierLimits`).
     """
 
     def __init__(
@@ -84,6 +101,9 @@ class RedisTier(RemoteTier):
         lookup_wait: float = 0.0,
         retry_interval: float = 1.0,
         start_degraded: bool = False,
+        integrity_key: bytes | None = None,
+        access: RedisAccess = NO_ACCESS_OPTIONS,
+        limits: RemoteTierLimits = DEFAULT_LIMITS,
     ) -> None:
         if (url is None) == (not cluster_nodes):
             raise ValueError("RedisTier needs exactly one of url and cluster_nodes")
@@ -100,6 +120,7 @@ class RedisTier(RemoteTier):
             socket_timeout=socket_timeout,
             connect_timeout=connect_timeout,
             pool_size=pool_size,
+            access=access,
         )
         self._cluster = url is None
         self._client: RedisClient | None = None
@@ -117,6 +138,8 @@ class RedisTier(RemoteTier):
             lookup_wait=lookup_wait,
             retry_interval=retry_interval,
             start_degraded=start_degraded,
+            mac=value_mac(integrity_key),
+            limits=limits,
         )
 
     def redis_key(self, key: OffloadKey) -> bytes:
@@ -240,6 +263,9 @@ class RedisTier(RemoteTier):
         """Write ``blocks`` (key to host block) in tag-group order, one pipeline per chunk of about 8 MiB."""
         started = time.perf_counter()
         keys = sorted(blocks, key=self.redis_key)
+        if self._refuses(job_id):
+            self._end_store(job_id, keys, started, error=None, stored=False)
+            return
         error: BaseException | None = None
         refused = False
         try:
@@ -265,7 +291,7 @@ class RedisTier(RemoteTier):
         A fresh buffer per value would fault in new pages for every large block; the
         views stay valid until this thread's next chunk.
         """
-        size = sum(header_size(key) + self._block_bytes for key in keys)
+        size = sum(header_size(key, self._mac) + self._block_bytes for key in keys)
         buffer: bytearray | None = getattr(self._buffers, "value", None)
         if buffer is None or len(buffer) < size:
             buffer = bytearray(size)
@@ -274,7 +300,9 @@ class RedisTier(RemoteTier):
         values: list[memoryview] = []
         offset = 0
         for key in keys:
-            written = encode_value_into(view[offset:], key, self._fingerprint, memoryview(self._rows[blocks[key]]))
+            written = encode_value_into(
+                view[offset:], key, self._fingerprint, memoryview(self._rows[blocks[key]]), self._mac
+            )
             values.append(view[offset : offset + written])
             offset += written
         return values
@@ -283,31 +311,45 @@ class RedisTier(RemoteTier):
         """Read ``keys`` into ``host_ids`` with pipelined GETs, verifying each value before it is copied.
 
         A key whose value is gone (evicted, flushed) or bad, or whose cluster node failed,
-        fails the job; bad values are deleted.
+        fails the job; bad values are deleted. A job that reaches its thread while the breaker
+        is open fails with no call.
         """
         started = time.perf_counter()
-        outcome = LoadOutcome()
-        try:
-            for chunk in _chunks(range(len(keys)), max(1, _CHUNK_BYTES // self._block_bytes)):
-                names = [self.redis_key(keys[i]) for i in chunk]
-                replies = self._execute(names, lambda pipe, i: pipe.get(names[i]))  # noqa: B023  # called within _execute
-                for i, reply in zip(chunk, replies):
-                    if isinstance(reply, BaseException):
-                        outcome.unreachable.append(keys[i])
-                    elif reply is None:
-                        outcome.gone.append(keys[i])
-                    else:
-                        try:
-                            payload = decode_value(_as_bytes(reply), keys[i], self._fingerprint, self._block_bytes)
-                        except BadValueError as exc:
-                            self._reject(outcome, keys[i], exc)
-                            continue
-                        memoryview(self._rows[host_ids[i]])[:] = payload
-        except Exception as exc:
-            outcome.error = exc
+        outcome = LoadOutcome(refused=self._refuses(job_id))
+        if not outcome.refused:
+            try:
+                self._read_into(job_id, keys, host_ids, outcome)
+            except Exception as exc:
+                outcome.error = exc
         if outcome.bad:
             self._delete_bad(outcome.bad)
         self._end_load(job_id, keys, host_ids, started, outcome)
+
+    def _read_into(
+        self, job_id: int, keys: Sequence[OffloadKey], host_ids: Sequence[int], outcome: LoadOutcome
+    ) -> None:
+        """GET ``keys`` chunk by chunk and copy each checked value into its host block; what fails goes in ``outcome``.
+
+        Stops once the job has passed its deadline (its host blocks are no longer its own).
+        """
+        for chunk in _chunks(range(len(keys)), max(1, _CHUNK_BYTES // self._block_bytes)):
+            names = [self.redis_key(keys[i]) for i in chunk]
+            replies = self._execute(names, lambda pipe, i: pipe.get(names[i]))  # noqa: B023  # called within _execute
+            for i, reply in zip(chunk, replies):
+                if isinstance(reply, BaseException):
+                    outcome.unreachable.append(keys[i])
+                elif reply is None:
+                    outcome.gone.append(keys[i])
+                else:
+                    try:
+                        payload = decode_value(
+                            _as_bytes(reply), keys[i], self._fingerprint, self._block_bytes, self._mac
+                        )
+                    except BadValueError as exc:
+                        self._reject(outcome, keys[i], exc)
+                        continue
+                    if not self._copy_into(job_id, host_ids[i], payload):
+                        return
 
     def _delete_bad(self, keys: Sequence[OffloadKey]) -> None:
         """Delete values that failed their check, so no engine finds them again; a failure is logged only."""

@@ -17,6 +17,8 @@ import torch
 from kvcontract import BlockIdentity
 from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier
+from kvcontract.tiers.remote_tier import RemoteTierLimits
+from tests.tiers.helpers import EVENTS_ON
 from tests.tiers.mooncake.support import MooncakeStore, missing_reason
 
 collect_ignore_glob = [] if missing_reason() is None else ["test_mooncake_*.py"]
@@ -35,6 +37,8 @@ class MakeTier(Protocol):
         lookup_timeout: float = 10.0,
         io_threads: int = 2,
         start_degraded: bool = False,
+        integrity_key: bytes | None = None,
+        limits: RemoteTierLimits = EVENTS_ON,
         master: str | None = None,
     ) -> MooncakeTier: ...
 
@@ -58,6 +62,8 @@ def tier_on(
     start_degraded: bool = False,
     master: str | None = None,
     metadata_server: str | None = None,
+    integrity_key: bytes | None = None,
+    limits: RemoteTierLimits = EVENTS_ON,
 ) -> MooncakeTier:
     """A tier on ``store`` (or the given addresses) over ``host`` that lends the store no memory, of the example identity unless told."""
     return MooncakeTier(
@@ -73,6 +79,8 @@ def tier_on(
         io_threads=io_threads,
         retry_interval=0.05,
         start_degraded=start_degraded,
+        integrity_key=integrity_key,
+        limits=limits,
     )
 
 
@@ -90,6 +98,8 @@ def make_tier(mooncake_store: MooncakeStore, host: torch.Tensor) -> Iterator[Mak
         lookup_timeout: float = 10.0,
         io_threads: int = 2,
         start_degraded: bool = False,
+        integrity_key: bytes | None = None,
+        limits: RemoteTierLimits = EVENTS_ON,
         master: str | None = None,
     ) -> MooncakeTier:
         tier = tier_on(
@@ -100,6 +110,8 @@ def make_tier(mooncake_store: MooncakeStore, host: torch.Tensor) -> Iterator[Mak
             lookup_timeout=lookup_timeout,
             io_threads=io_threads,
             start_degraded=start_degraded,
+            integrity_key=integrity_key,
+            limits=limits,
             master=master,
         )
         tiers.append(tier)

@@ -18,6 +18,8 @@ import torch
 from kvcontract import BlockIdentity
 from kvcontract.testing import example_identity
 from kvcontract.tiers import RedisTier
+from kvcontract.tiers.remote_tier import RemoteTierLimits
+from tests.tiers.helpers import EVENTS_ON
 from tests.tiers.redis.support import RedisClusterServers, RedisServer, missing_reason
 
 collect_ignore_glob = [] if missing_reason() is None else ["test_redis_*.py"]
@@ -40,6 +42,8 @@ class MakeTier(Protocol):
         ttl_seconds: int | None = None,
         io_threads: int = 2,
         start_degraded: bool = False,
+        integrity_key: bytes | None = None,
+        limits: RemoteTierLimits = EVENTS_ON,
     ) -> RedisTier: ...
 
 
@@ -85,6 +89,8 @@ def make_tier(redis_server: RedisServer, host: torch.Tensor) -> Iterator[MakeTie
         ttl_seconds: int | None = None,
         io_threads: int = 2,
         start_degraded: bool = False,
+        integrity_key: bytes | None = None,
+        limits: RemoteTierLimits = EVENTS_ON,
     ) -> RedisTier:
         blocks = host if host_blocks is None else host_blocks
         tier = RedisTier(
@@ -100,6 +106,8 @@ def make_tier(redis_server: RedisServer, host: torch.Tensor) -> Iterator[MakeTie
             io_threads=io_threads,
             retry_interval=0.05,
             start_degraded=start_degraded,
+            integrity_key=integrity_key,
+            limits=limits,
         )
         tiers.append(tier)
         return tier

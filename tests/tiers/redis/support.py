@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -153,9 +155,20 @@ class RedisServer:
     def stop(self) -> None:
         """Stop the server (its data is gone: nothing is saved)."""
         if self._process is not None and self._process.poll() is None:
+            os.kill(self._process.pid, signal.SIGCONT)  # a frozen server takes SIGTERM only once it runs
             self._process.terminate()
             self._process.wait(timeout=_START_LIMIT_S)
         self._process = None
+
+    def freeze(self) -> None:
+        """Stop the server with SIGSTOP, as a stuck VM or a long fork would: connections stay open, nothing answers."""
+        assert self._process is not None
+        os.kill(self._process.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Let a frozen server run again (SIGCONT)."""
+        assert self._process is not None
+        os.kill(self._process.pid, signal.SIGCONT)
 
     def restart(self) -> None:
         """Stop, then start again on the same port, empty."""

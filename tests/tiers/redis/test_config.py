@@ -30,6 +30,10 @@ def test_a_redis_tier_needs_no_capacity() -> None:
         ({"url": "redis://a:1", "io_threads": 8, "pool_size": 4}, "manager.secondary.0", "pool_size"),
         ({"url": "redis://a:1", "socket_timeout": 0}, "manager.secondary.0.socket_timeout", "greater than 0"),
         ({"url": "redis://a:1", "capacity": 10}, "manager.secondary.0.capacity", "unknown field; known here:"),
+        ({"url": "redis://a:1", "tls": True}, "manager.secondary.0", "rediss://"),
+        ({"url": "redis://a:1", "tls_ca_file": "/ca.pem"}, "manager.secondary.0", "need TLS"),
+        ({"url": "rediss://a:1", "tls_cert_file": "/c.pem"}, "manager.secondary.0", "go together"),
+        ({"url": "redis://a:1", "username": "has space"}, "manager.secondary.0.username", "pattern"),
     ],
 )
 def test_a_bad_redis_tier_names_its_field(tier: dict[str, object], field: str, says: str) -> None:
