@@ -84,6 +84,7 @@ def serve(model: str, side: str, gpu_blocks: int, max_model_len: int) -> None:
         max_num_seqs=8,
         gpu_memory_utilization=0.2,
         enable_prefix_caching=True,
+        disable_log_stats=False,  # the offloading's counters tell when a store has landed
         seed=0,
         **options,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,9 @@ from kvcontract.contracts import (
     OffloadingWorker,
     TransferResult,
 )
+
+HANDSHAKE_LIMIT_S = 300.0
+"""Guard against a hang only: the test acts between passes within seconds."""
 
 
 class ZeroingWorker(OffloadingWorker):
@@ -85,6 +89,15 @@ def zero_loaded_blocks() -> None:
     setattr(adapter.KVContractOffloadingWorker, "__init__", zeroing)
 
 
+def between_passes(folder: Path, number: int) -> None:
+    """Say that pass ``number`` is next (``before-N``) and wait until the test lets it start (``go-N``)."""
+    (folder / f"before-{number}").touch()
+    deadline = time.monotonic() + HANDSHAKE_LIMIT_S
+    while not (folder / f"go-{number}").exists():
+        assert time.monotonic() < deadline, f"the test never let pass {number} start"
+        time.sleep(0.05)
+
+
 def counters(llm: Any) -> dict[str, float]:
     """The engine's counters and gauges whose names speak of offloading, the prefix cache or preemption."""
     from vllm.v1.metrics.reader import Counter, Gauge
@@ -130,7 +143,9 @@ def main(run_path: str, out_path: str) -> None:
     )
     sampling = SamplingParams(temperature=0.0, max_tokens=run["max_tokens"], ignore_eos=True)
     passes: list[dict[str, Any]] = []
-    for prompts in run["passes"]:
+    for number, prompts in enumerate(run["passes"]):
+        if number and run["handshake"]:
+            between_passes(Path(out_path).parent, number)
         outputs = llm.generate(  # pyright: ignore[reportUnknownMemberType]  (vLLM leaves its tqdm type open)
             [TokensPrompt(prompt_token_ids=prompt) for prompt in prompts], sampling, use_tqdm=False
         )

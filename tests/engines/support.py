@@ -13,6 +13,8 @@ import os
 import random
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -141,26 +143,43 @@ class Pass:
         return self.counters.get(name, 0.0)
 
 
-def run_engine(run: EngineRun, workdir: Path) -> list[Pass]:
-    """Start ``run``'s engine in a process of its own and return each pass; its log is in ``workdir``."""
+def run_engine(run: EngineRun, workdir: Path, between: Callable[[int], None] | None = None) -> list[Pass]:
+    """Start ``run``'s engine in a process of its own and return each pass; its log is in ``workdir``.
+
+    ``between`` is called with each pass's number but the first, while the engine waits to start
+    it: what a test does to the engine's surroundings between passes (freeze a server, fill a disk).
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     request, result, log = workdir / "run.json", workdir / "out.json", workdir / "engine.log"
     fields = asdict(run)
     del fields["env"]
-    request.write_text(json.dumps(fields))
+    request.write_text(json.dumps({**fields, "handshake": between is not None}))
+    deadline = time.monotonic() + RUN_LIMIT_S
     with log.open("wb") as output:
-        finished = subprocess.run(
+        engine = subprocess.Popen(
             [sys.executable, "-m", "tests.engines.engine_run", str(request), str(result)],
             cwd=REPOSITORY,
             env={**os.environ, **run.env},
             stdout=output,
             stderr=subprocess.STDOUT,
-            timeout=RUN_LIMIT_S,
-            check=False,
         )
-    if finished.returncode != 0:
+        try:
+            for number in range(1, len(run.passes) if between is not None else 1):
+                assert between is not None
+                while not (workdir / f"before-{number}").exists():
+                    assert engine.poll() is None, f"the engine exited {engine.returncode} before pass {number}"
+                    assert time.monotonic() < deadline, f"the engine never reached pass {number}"
+                    time.sleep(0.05)
+                between(number)
+                (workdir / f"go-{number}").touch()
+            returncode = engine.wait(timeout=max(deadline - time.monotonic(), 1.0))
+        finally:
+            if engine.poll() is None:
+                engine.kill()
+                engine.wait()
+    if returncode != 0:
         tail = log.read_text(errors="replace").splitlines()[-40:]
-        raise AssertionError(f"the engine exited {finished.returncode}; the end of {log}:\n" + "\n".join(tail))
+        raise AssertionError(f"the engine exited {returncode}; the end of {log}:\n" + "\n".join(tail))
     return [Pass(**item) for item in json.loads(result.read_text())["passes"]]
 
 

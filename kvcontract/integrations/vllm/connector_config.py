@@ -160,12 +160,10 @@ def _fitted_section(
         if isinstance(tiers, list):
             for index, tier in enumerate(cast("list[object]", tiers)):  # the raw list; items checked below
                 if isinstance(tier, dict):
-                    _size_to_blocks(
-                        cast("dict[str, object]", tier),
-                        chunk_bytes,
-                        f"{prefix}manager.secondary.{index}.capacity",
-                        problems,
-                    )
+                    entry = cast("dict[str, object]", tier)
+                    _size_to_blocks(entry, chunk_bytes, f"{prefix}manager.secondary.{index}.capacity", problems)
+                    if config.enable_kv_cache_events:
+                        entry.setdefault("enable_events", True)  # the tiers' events reach vLLM's too
     if problems:
         raise ConfigError(source, problems)
     return raw

@@ -10,7 +10,7 @@ from vllm.v1.kv_offload.base import LookupResult, Medium, ReqContext, make_offlo
 from vllm.v1.kv_offload.config import OffloadingConfig
 from vllm.v1.kv_offload.factory import OffloadingSpecFactory
 
-from kvcontract.config import ConfigError
+from kvcontract.config import ConfigError, TieringManagerConfig
 from kvcontract.integrations.vllm import (
     KVContractOffloadingManager,
     KVContractOffloadingSpec,
@@ -80,6 +80,19 @@ def test_vllm_publishing_events_turns_the_primary_managers_events_on_in_its_one_
 ) -> None:
     spec = spec_of(offloading_config({**SPEC_PATH, "kvcontract": kvcontract}, events=True))
     assert spec.kvcontract_config.primary.enable_events
+
+
+def test_vllm_publishing_events_turns_the_tiers_events_on_unless_the_config_says(tmp_path: Path) -> None:
+    tiers = [
+        {"kind": "file", "path": str(tmp_path / "kept"), "capacity": 8},
+        {"kind": "file", "path": str(tmp_path / "quiet"), "capacity": 8, "enable_events": False},
+    ]
+    layout = {"num_layers": 1, "num_kv_heads": 1, "head_dim": 64, "dtype": "float16"}
+    kvcontract = {"kv_layout": layout, "manager": {"kind": "tiering", "primary": {"capacity": 4}, "secondary": tiers}}
+    config = spec_of(offloading_config({**SPEC_PATH, "kvcontract": kvcontract}, events=True)).kvcontract_config
+    manager = config.manager
+    assert isinstance(manager, TieringManagerConfig)
+    assert [tier.enable_events for tier in manager.secondary] == [True, False]
 
 
 def test_events_and_stats_in_vllm_types() -> None:
