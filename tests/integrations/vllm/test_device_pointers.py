@@ -109,7 +109,9 @@ def test_groups_layers_and_an_unaligned_first_block_round_trip_byte_exact(
         assert torch.equal(got, want)
 
 
-needs_pointers = pytest.mark.skipif(not VLLM_0_34, reason="vLLM 0.33 passes block ids, not device pointers")
+needs_pointers = pytest.mark.skipif(
+    not VLLM_0_34, reason="vLLM before 0.34 (0.33, 0.32) passes block ids, not device pointers"
+)
 
 
 def shifted(caches: CanonicalKVCaches, change: Callable[[np.ndarray, np.ndarray], None]) -> DevicePointers:
