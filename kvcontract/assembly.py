@@ -64,7 +64,7 @@ def build_manager(
         host = host_blocks if host_blocks is not None else _shared_host_blocks(config)
         _check_host_blocks(host, config)
         tiers = [build_tier(tier, config, host, identity=identity) for tier in manager.secondary]
-        built = TieringOffloadingManager(built, tiers)
+        built = TieringOffloadingManager(built, tiers, cascade_share=manager.cascade_share)
     if primary.admission is not None:
         built = FilterReusedOffloadingManager(
             built,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Protocol, runtime_checkable
@@ -56,6 +57,8 @@ class TierStats:
     lookups: int = 0
     promotion_failures: int = 0
     cascade_failures: int = 0
+    skipped_cascades: int = 0
+    """Blocks not written to the tier because cascades in flight already pinned their share of the primary."""
     checksum_failures: int = 0
     """Blocks read back that failed the tier's verification, as the tier counts them (0 if it keeps no count)."""
     identity_mismatches: int = 0
@@ -124,6 +127,7 @@ class _TierCounters:
     lookups: int = 0
     promotion_failures: int = 0
     cascade_failures: int = 0
+    skipped_cascades: int = 0
 
 
 @dataclass
@@ -139,12 +143,31 @@ class TieringOffloadingManager(OffloadingManager):
     """``primary`` (host memory) in front of ``tiers``, searched in order on a primary miss.
 
     A request whose promotion finds no free primary block waits up to ``room_wait`` seconds
-    for one (its lookups answer ``RETRY``) while other jobs hold primary blocks.
+    for one (its lookups answer ``RETRY``) while other jobs hold primary blocks. Cascades in
+    flight pin at most ``cascade_share`` of the primary's capacity: a tier that stops answering
+    holds no more than that of host memory until its jobs fail, and the blocks beyond it are
+    not written to the tier (``skipped_cascades``).
     """
 
-    def __init__(self, primary: OffloadingManager, tiers: Sequence[SecondaryTier], *, room_wait: float = 2.0) -> None:
+    def __init__(
+        self,
+        primary: OffloadingManager,
+        tiers: Sequence[SecondaryTier],
+        *,
+        room_wait: float = 2.0,
+        cascade_share: float = 1.0,
+    ) -> None:
+        if not 0 < cascade_share <= 1:
+            raise ValueError(
+                f"cascade_share must be a fraction of the primary's capacity in (0, 1], got {cascade_share!r}"
+            )
         self._primary = primary
         self._room_wait = room_wait
+        capacity = primary.stats().capacity
+        self._cascade_room = max(1, int(capacity * cascade_share)) if capacity > 0 else None
+        """Primary blocks that cascades in flight may pin together (``None``: a primary of unknown capacity, no bound)."""
+        self._cascading: Counter[OffloadKey] = Counter()
+        """The primary blocks cascades in flight pin, each with the number of its cascades (one per tier)."""
         self._tiers = [_TierState(tier) for tier in tiers]
         self._promoting: dict[OffloadKey, bool] = {}
         self._job_ids = itertools.count(1)
@@ -305,7 +328,7 @@ class TieringOffloadingManager(OffloadingManager):
     def _cascade(self, keys: Sequence[OffloadKey]) -> None:
         """Write ``keys``, readable in the primary since a successful ``complete_store``, to every tier."""
         for state in self._tiers:
-            missing = [k for k in keys if state.tier.lookup(k) in _NOT_IN_TIER]
+            missing = self._within_room(state, [k for k in keys if state.tier.lookup(k) in _NOT_IN_TIER])
             if not missing:
                 continue
             spec = self._primary.prepare_load(missing, self._own)
@@ -317,10 +340,25 @@ class TieringOffloadingManager(OffloadingManager):
                 raise
             if submitted:
                 state.cascades[job] = missing
+                self._cascading.update(missing)
             else:
                 state.counters.failed_jobs += 1
                 state.counters.cascade_failures += 1
                 self._primary.complete_load(missing, self._own)
+
+    def _within_room(self, state: _TierState, keys: list[OffloadKey]) -> list[OffloadKey]:
+        """The keys whose cascade stays within the room cascades may pin: blocks already pinned by
+        another tier's cascade cost none; the others are counted in ``skipped_cascades``."""
+        if self._cascade_room is None:
+            return keys
+        room = self._cascade_room - len(self._cascading)
+        kept: list[OffloadKey] = []
+        for key in keys:
+            if key in self._cascading or room > 0:
+                room -= key not in self._cascading
+                kept.append(key)
+        state.counters.skipped_cascades += len(keys) - len(kept)
+        return kept
 
     @override
     def on_request_finished(self, req_context: ReqContext) -> None:
@@ -425,6 +463,10 @@ class TieringOffloadingManager(OffloadingManager):
             return
         cascaded = state.cascades.pop(result.job_id, None)
         if cascaded is not None:
+            self._cascading.subtract(cascaded)
+            for key in cascaded:
+                if self._cascading[key] <= 0:
+                    del self._cascading[key]
             state.counters.cascade_failures += not result.success
             if result.success:
                 state.counters.written += len(cascaded)
