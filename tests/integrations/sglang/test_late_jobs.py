@@ -88,7 +88,7 @@ def _gate(store: KVContractHiCacheStorage, *, opens_after: float | None = None) 
     """Put a gated tier around the backend's own file tier (by hand: SGLang never hands a backend a tier)."""
     inner = store.tier.inner if isinstance(store.tier, _GatedTier) else store.tier
     gated = _GatedTier(inner)
-    store._tier = gated  # pyright: ignore[reportPrivateUsage]  # a stalling tier can only be put in by hand
+    store.pool("kv")._tier = gated  # pyright: ignore[reportPrivateUsage]  # a stalling tier can only be put in by hand
     if opens_after is not None:
         opener = threading.Timer(opens_after, gated.gate.set)
         opener.daemon = True
@@ -198,7 +198,7 @@ def test_after_a_late_job_a_stalled_load_is_a_miss_at_the_timeout_and_touches_on
     before = pool.kv_buffer.clone()
     gated.gate.set()
     _until_reported(store, keys)
-    staging = store._staging_indices  # pyright: ignore[reportPrivateUsage]  # where the lost jobs were allowed to write
+    staging = store.pool("kv").reserved  # where the lost jobs were allowed to write
     assert staging is not None
     assert _changed_tokens(before, pool) <= set(staging.numpy().tolist())  # the late loads wrote staging pages only
 
@@ -295,7 +295,7 @@ def test_zero_copy_false_keeps_the_timeout_on_a_page_first_layout_from_the_first
     before = pool.kv_buffer.clone()
     gated.gate.set()
     _until_reported(store, keys)
-    staging = store._staging_indices  # pyright: ignore[reportPrivateUsage]  # where the lost jobs were allowed to write
+    staging = store.pool("kv").reserved  # where the lost jobs were allowed to write
     assert staging is not None
     assert _changed_tokens(before, pool) <= set(staging.numpy().tolist())
     assert store.late_jobs == 0 and not store.zero_copy  # it never took the zero-copy path, and never goes back to it
