@@ -81,10 +81,14 @@ def attach_pool(name: str, host_pool: Any, config: HiCacheStorageConfig) -> Pool
         raise ValueError(
             f"kvcontract's HiCache backend cannot store SGLang's {name!r} pool ({type(host_pool).__name__}): {error}"
         ) from error
+    if probe.row_bytes == 0:
+        raise ValueError(
+            f"kvcontract's HiCache backend cannot store SGLang's {name!r} pool ({type(host_pool).__name__}): its pages "
+            "hold no bytes (a pool SGLang keeps for indices only); this backend stores pools whose pages hold KV or state"
+        )
     options = backend_options(config.extra_config, probe.row_bytes, probe.regions)
-    if not (
-        kv or options.zero_copy or probe.staged
-    ):  # a side pool reserves no page of SGLang's: it copies through its own rows
+    if not (kv or options.zero_copy or probe.staged):
+        # A side pool reserves no page of SGLang's: with zero copy off it copies through rows of its own.
         probe = page_table(pool, page_num, staging_pages=1, zero_copy=False)
         options = backend_options(config.extra_config, probe.row_bytes, probe.regions)
     table = probe

@@ -8,6 +8,7 @@ pages: SGLang's reading of its rules is the reference.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import tempfile
 from collections.abc import Callable
@@ -38,7 +39,9 @@ from tests.integrations.sglang.support import (
 )
 from tests.profiles import THOROUGH
 
-_hicache: Any = __import__("sglang.srt.mem_cache.hicache_storage", fromlist=["HiCacheFile"])
+_hicache = importlib.import_module("sglang.srt.mem_cache.hicache_storage")
+_host_memory = importlib.import_module("sglang.srt.mem_cache.memory_pool_host")
+_factory = importlib.import_module("sglang.srt.mem_cache.storage.backend_factory")
 
 Pools = tuple[Any, Any, bool]
 """The KV pool, the side pool, and whether the model is MLA."""
@@ -128,11 +131,24 @@ def test_a_pool_never_reads_another_pools_or_another_layouts_pages(tmp_path: Pat
 def test_a_pool_without_a_page_view_is_refused_at_registration_naming_it(tmp_path: Path) -> None:
     store = backend(mha_pool("page_first"), storage_config(tmp_path))
     unseen = mha_pool("page_first")
-    unseen.layout = "page_envelope"  # stands in for a host layout the backend has no page view of
+    unseen.layout = "page_envelope"  # stands in for a host layout a later SGLang adds, which the backend has no view of
     with pytest.raises(ValueError, match="cannot store SGLang's 'swa' pool \\(MHATokenToKVPoolHost\\)"):
         store.register_mem_host_pool_v2(unseen, PoolName.SWA)
     assert store.pool_names == ["kv"]
     store.close()
+
+
+@pytest.mark.parametrize("name", ["kv", "swa"])
+def test_a_logical_pool_with_no_bytes_is_refused_at_registration_naming_it(tmp_path: Path, name: str) -> None:
+    logical = _host_memory.LogicalHostPool(8 * PAGE, PAGE)  # SGLang's index-only anchor of some hybrid groups
+    refusal = f"cannot store SGLang's '{name}' pool \\(LogicalHostPool\\): its pages hold no bytes"
+    with pytest.raises(ValueError, match=refusal):
+        if name == "kv":
+            _factory.StorageBackendFactory.create_backend(
+                "dynamic", storage_config(tmp_path), logical
+            ).register_mem_pool_host(logical)
+        else:
+            backend(mha_pool("page_first"), storage_config(tmp_path)).register_mem_host_pool_v2(logical, PoolName(name))
 
 
 def test_a_v2_call_naming_a_pool_never_registered_is_one_line(tmp_path: Path) -> None:
