@@ -300,8 +300,9 @@ class PoolStore:
         if len(pages) != len(keys) or self.fenced():
             return [False] * len(keys), 0, 0.0
         started = time.perf_counter()
-        if self.table.staged or self._copying:
-            answers = self._staged(keys, pages, store)
+        staging = self._staging
+        if staging is not None and (self.table.staged or self._copying):  # a staged table always has its slots
+            answers = self._staged(staging, keys, pages, store)
         else:
             answers = self._in_place(keys, pages, store)
         moved = sum(answers)
@@ -339,11 +340,8 @@ class PoolStore:
             done.update(self._wait_out(late))
         return [ok and done.get(job.job_id, False) for job, ok in zip(jobs, submitted)]
 
-    def _staged(self, keys: Sequence[str], pages: Sequence[int], store: bool) -> list[bool]:
-        """The copying path: pages move through staging slots in rounds; a job late at the timeout is lost and keeps its slot."""
-        staging = self._staging
-        if staging is None:  # a zero-copy side pool has no staging slots: it never copies
-            return [False] * len(keys)
+    def _staged(self, staging: StagingRows, keys: Sequence[str], pages: Sequence[int], store: bool) -> list[bool]:
+        """The copying path: pages move through ``staging``'s slots in rounds; a job late at the timeout is lost and keeps its slot."""
         deadline = time.monotonic() + self.options.timeout_seconds
         answers: list[bool] = []
         late: list[TierJob] = []
