@@ -6,13 +6,16 @@ its objects are ``Any`` here; the backend's side is typed (``kvcontract.integrat
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
+from collections.abc import Generator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from tests.integrations.sglang.cpu_stand_ins import install_stand_ins
 
@@ -29,6 +32,7 @@ _mamba = importlib.import_module("sglang.srt.mem_cache.pool_host.mamba")
 _dsa = importlib.import_module("sglang.srt.mem_cache.pool_host.dsa")
 _decls = importlib.import_module("sglang.srt.mem_cache.pool_host.host_pool_decl")
 _hicache = importlib.import_module("sglang.srt.mem_cache.hicache_storage")
+_runtime = importlib.import_module("sglang.srt.runtime_context")
 PoolName: Any = _hicache.PoolName
 PoolHitPolicy: Any = _hicache.PoolHitPolicy
 PoolTransfer: Any = _hicache.PoolTransfer
@@ -223,10 +227,7 @@ def storage_config(
     tier: dict[str, object] | None = None,
 ) -> HiCacheStorageConfig:
     """SGLang's storage config as its controller builds it, with the dynamic backend's extra config naming kvcontract."""
-    section: dict[str, object] = {
-        "tier": tier or {"kind": "file", "path": str(root), "capacity": "4MiB"},
-        "timeout_seconds": 5,
-    }
+    section: dict[str, object] = {"tier": tier or file_tier(root), "timeout_seconds": 5}
     config: HiCacheStorageConfig = importlib.import_module("sglang.srt.mem_cache.hicache_storage").HiCacheStorageConfig(
         tp_rank=tp_rank,
         tp_size=tp_size,
@@ -238,16 +239,34 @@ def storage_config(
         enable_storage_metrics=True,
         is_page_first_layout=layout == "page_first",
         model_name=model,
-        extra_config={
-            "backend_name": "kvcontract",
-            "module_path": "kvcontract.integrations.sglang",
-            "class_name": "KVContractHiCacheStorage",
-            "interface_v1": 1,
-            "kvcontract": section,
-            **(extra or {}),
-        },
+        extra_config=extra_config(section) | (extra or {}),
     )
     return config
+
+
+def file_tier(root: Path) -> dict[str, object]:
+    """A file tier config under ``root``, big enough for every test."""
+    return {"kind": "file", "path": str(root), "capacity": "4MiB"}
+
+
+def extra_config(section: dict[str, object]) -> dict[str, object]:
+    """SGLang's extra config of a dynamic backend naming kvcontract, with ``section`` as its ``kvcontract`` section."""
+    return {
+        "backend_name": "kvcontract",
+        "module_path": "kvcontract.integrations.sglang",
+        "class_name": "KVContractHiCacheStorage",
+        "interface_v1": 1,
+        "kvcontract": section,
+    }
+
+
+@contextlib.contextmanager
+def one_gloo_rank(rendezvous: Path) -> Generator[None, None, None]:
+    """A one-rank gloo group and SGLang's parallel context for a single rank, as its scheduler sets them."""
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=0, world_size=1)
+    with _runtime.get_parallel().override(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_dcp_size=1, attn_dcp_rank=0):
+        yield
 
 
 def backend(pool: Any, config: HiCacheStorageConfig) -> KVContractHiCacheStorage:

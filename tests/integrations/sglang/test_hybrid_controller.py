@@ -18,7 +18,7 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,8 @@ from tests.integrations.sglang.support import (
     PoolHitPolicy,
     PoolName,
     PoolTransfer,
+    extra_config,
+    file_tier,
     fill_pool_random,
     fill_random,
     mamba_pool,
@@ -44,7 +46,6 @@ _memory = importlib.import_module("sglang.srt.mem_cache.memory_pool")
 _paged = importlib.import_module("sglang.srt.mem_cache.allocator.paged")
 _mha = importlib.import_module("sglang.srt.mem_cache.pool_host.mha")
 _utils = importlib.import_module("sglang.srt.mem_cache.utils")
-_runtime = importlib.import_module("sglang.srt.runtime_context")
 _base = importlib.import_module("sglang.srt.mem_cache.base_prefix_cache")
 
 TOKENS = 64
@@ -53,14 +54,7 @@ WINDOW = 2
 """Pages of the sliding window SGLang keeps for the SWA pool (its ``TRAILING_PAGES`` keys)."""
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_rank(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """A one-rank gloo group and SGLang's parallel context for a single rank, as its scheduler sets them."""
-    if not dist.is_initialized():
-        store = tmp_path_factory.mktemp("gloo") / "rendezvous"
-        dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
-    with _runtime.get_parallel().override(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_dcp_size=1, attn_dcp_rank=0):
-        yield
+pytestmark = pytest.mark.usefixtures("gloo_rank")
 
 
 def _same_layer(layer: int) -> int:
@@ -93,13 +87,7 @@ def _attached(root: Path, model: str = "org/hybrid") -> Generator[Any, None, Non
             _group.PoolEntry(PoolName.MAMBA, mamba_pool(), None, _no_layer),
         ]
     )
-    extra = {
-        "backend_name": "kvcontract",
-        "module_path": "kvcontract.integrations.sglang",
-        "class_name": "KVContractHiCacheStorage",
-        "interface_v1": 1,
-        "kvcontract": {"tier": {"kind": "file", "path": str(root), "capacity": "4MiB"}},
-    }
+    extra = extra_config({"tier": file_tier(root)})
     controller = _hybrid.HybridCacheController(
         allocator, group, PAGE, dist.group.WORLD, threading.Event(), io_backend="direct",
         storage_backend="dynamic", model_name=model, storage_backend_extra_config=extra,
@@ -199,13 +187,12 @@ _WRITER_PROCESS = """
 import sys
 from pathlib import Path
 import json
-import torch.distributed as dist
 from tests.integrations.sglang.cpu_stand_ins import install_stand_ins
 install_stand_ins()
+from tests.integrations.sglang.support import one_gloo_rank
 from tests.integrations.sglang import test_hybrid_controller as here
 root, rendezvous, start = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=0, world_size=1)
-with here._runtime.get_parallel().override(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_dcp_size=1, attn_dcp_rank=0):
+with one_gloo_rank(Path(rendezvous)):
     with here._attached(root) as writer:
         pages = here.backup(writer, list(range(start, start + 4 * here.PAGE)))
 sys.stdout.write(json.dumps(pages))
