@@ -113,6 +113,25 @@ def test_every_pool_round_trips_byte_exact_and_a_second_instance_finds_and_loads
     again.close()
 
 
+def test_zero_copy_false_makes_a_side_pool_copy_through_rows_of_the_backends_own(tmp_path: Path) -> None:
+    kv, swa = mha_pool("page_first"), mha_pool("page_first")
+    section: dict[str, object] = {
+        "tier": {"kind": "file", "path": str(tmp_path), "capacity": "4MiB"},
+        "zero_copy": False,
+    }
+    store = hybrid_backend(kv, storage_config(tmp_path, extra={"kvcontract": section}), {"swa": swa})
+    side = store.pool("swa")
+    assert not side.zero_copy and side.table.staged and side.reserved is None
+    keys, indices = keys_for("copied", 2), swa.alloc(2 * PAGE)
+    fill_pool_random(swa, seed=4)
+    expected = _side_pages(swa, indices, 2)
+    assert store.batch_set_v2([transfer("swa", keys, indices)]) == {PoolName.SWA: [True, True]}
+    fill_pool_random(swa, seed=5)
+    assert store.batch_get_v2([transfer("swa", keys, indices)]) == {PoolName.SWA: [True, True]}
+    assert _side_pages(swa, indices, 2) == expected
+    store.close()
+
+
 def test_a_pool_never_reads_another_pools_or_another_layouts_pages(tmp_path: Path) -> None:
     kv, swa = mha_pool("page_first"), mha_pool("page_first")  # the same geometry: only the pool's name tells them apart
     store = hybrid_backend(kv, storage_config(tmp_path), {"swa": swa, "mamba": mamba_pool()})
