@@ -22,7 +22,7 @@ from kvcontract.contracts import BlockIdentity
 from kvcontract.integrations.sglang.hicache_api import HiCacheStorageConfig
 from kvcontract.integrations.sglang.options import SOURCE
 
-__all__ = ["PoolGeometry", "pool_geometry", "sglang_identity"]
+__all__ = ["PoolGeometry", "pool_geometry", "replicated", "sglang_identity"]
 
 _KV_POOL = "kv"
 _PAGE_FACTS = (
@@ -59,6 +59,11 @@ class PoolGeometry:
     """What a page of a side pool holds (its state shapes and dtypes), as SGLang's pool reports it."""
 
 
+def replicated(pool: str, config: HiCacheStorageConfig) -> bool:
+    """Whether pool ``pool``'s pages are the same on every TP rank: MLA's, but for the TP-sharded Mamba state (as SGLang's own backends key it)."""
+    return config.is_mla_model and pool != "mamba"
+
+
 def pool_geometry(name: str, host_pool: Any, regions: int) -> PoolGeometry:
     """The identity facts of SGLang's host pool ``host_pool`` named ``name``, read once from the pool."""
     facts = [f"{fact}={getattr(host_pool, fact)}" for fact in _PAGE_FACTS if hasattr(host_pool, fact)]
@@ -88,7 +93,7 @@ def sglang_identity(
             [f"kvcontract.identity.{name}: SGLang's config sets it under SGLang; leave it out" for name in given],
         )
     mla = config.is_mla_model
-    replicated = mla and pool.pool != "mamba"
+    shared = replicated(pool.pool, config)
     side = () if pool.pool == _KV_POOL else (("pool", pool.pool), ("page", pool.page_facts))
     return BlockIdentity(
         model=config.model_name or "",
@@ -101,8 +106,8 @@ def sglang_identity(
         offload_block_tokens=pool.page_size,
         block_bytes=block_bytes,
         kv_quantization=named.kv_quantization,
-        tp_size=1 if replicated else config.tp_size,
-        tp_rank=0 if replicated else config.tp_rank,
+        tp_size=1 if shared else config.tp_size,
+        tp_rank=0 if shared else config.tp_rank,
         pp_size=config.pp_size,
         pp_rank=config.pp_rank,
         cp_size=config.attn_cp_size,

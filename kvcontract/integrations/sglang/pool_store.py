@@ -42,7 +42,7 @@ from kvcontract.assembly import build_tier
 from kvcontract.config import ConfigError
 from kvcontract.contracts import BlockIdentity, LookupResult, OffloadKey, SecondaryTier, TierJob, make_offload_key
 from kvcontract.integrations.sglang.hicache_api import HiCacheStorageConfig
-from kvcontract.integrations.sglang.identity import pool_geometry, sglang_identity
+from kvcontract.integrations.sglang.identity import pool_geometry, replicated, sglang_identity
 from kvcontract.integrations.sglang.options import (
     DEFAULT_POOL_STAGING_PAGES,
     DEFAULT_STAGING_PAGES,
@@ -94,7 +94,7 @@ def attach_pool(name: str, host_pool: Any, config: HiCacheStorageConfig) -> Pool
     table = probe
     if probe.staged:
         staging_pages = options.staging_pages or DEFAULT_STAGING_PAGES
-        table = page_table(pool, page_num, staging_pages, zero_copy=kv or options.zero_copy)
+        table = page_table(pool, page_num, staging_pages, zero_copy=False)  # the probe found no page in place
     geometry = pool_geometry(name, host_pool, table.regions)
     identity = sglang_identity(config, geometry, options.config.identity, table.row_bytes)
     tier = build_tier(options.tier, options.config, table.rows, identity=identity)
@@ -121,7 +121,7 @@ def attach_pool(name: str, host_pool: Any, config: HiCacheStorageConfig) -> Pool
         staging=staging,
         reserved=reserved,
         scratch=scratch,
-        writes=config.is_storage_writer or not _replicated(name, config),
+        writes=config.is_storage_writer or not replicated(name, config),
     )
     _log.info(
         "kvcontract HiCache backend: pool %s on %s (%s), %s path, identity %s",
@@ -132,11 +132,6 @@ def attach_pool(name: str, host_pool: Any, config: HiCacheStorageConfig) -> Pool
         identity.fingerprint_hex,
     )
     return store
-
-
-def _replicated(name: str, config: HiCacheStorageConfig) -> bool:
-    """Whether the pool's pages are the same on every TP rank: MLA's, but for the TP-sharded Mamba state (as SGLang's own backends key it)."""
-    return config.is_mla_model and name != "mamba"
 
 
 def _reserve_staging(host_pool: Any, table: PageTable, pages: int) -> tuple[StagingRows | None, torch.Tensor | None]:
