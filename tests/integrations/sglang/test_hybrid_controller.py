@@ -7,7 +7,8 @@ Its backup thread stores the KV pages through ``batch_set_v1`` and the trailing 
 Mamba state through ``batch_set_v2``; its prefetch threads ask ``batch_exists_v2`` with each
 pool's ``TRAILING_PAGES`` rule and load through ``batch_get_v1`` and ``batch_get_v2``. The test
 plays the scheduler between the threads (host memory for a hit, the operation to the I/O
-thread), as ``UnifiedRadixCache`` does.
+thread), as ``UnifiedRadixCache`` does. A second group, MLA KV with its DSA indexer, has the
+indexer ride on the KV pages (``indices_from_pool``), as SGLang's base controller moves it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from tests.integrations.sglang.support import (
     file_tier,
     fill_pool_random,
     fill_random,
+    indexer_pool,
     mamba_pool,
+    mla_pool,
     page_bytes,
 )
 
@@ -75,18 +78,24 @@ def _host(device: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _attached(root: Path, model: str = "org/hybrid") -> Generator[Any, None, None]:
-    """SGLang's hybrid controller over KV, SWA and Mamba host pools with the backend attached; detached on leaving."""
+def _attached(root: Path, model: str = "org/hybrid", *, dsa: bool = False) -> Generator[Any, None, None]:
+    """SGLang's hybrid controller over KV, SWA and Mamba host pools (``dsa``: MLA KV and its indexer) with the backend attached; detached on leaving."""
     device = _memory.MHATokenToKVPool(TOKENS, PAGE, torch.bfloat16, 2, 8, 2, "cpu", False)
     swa_device = _memory.MHATokenToKVPool(TOKENS, PAGE, torch.bfloat16, 2, 8, 2, "cpu", False)
     allocator = _paged.PagedTokenToKVPoolAllocator(TOKENS, PAGE, torch.bfloat16, "cpu", device, False)
-    group = _group.HostPoolGroup(
-        [
+    if dsa:
+        anchor = mla_pool("page_first")
+        entries = [
+            _group.PoolEntry(PoolName.KV, anchor, device, _same_layer, is_primary_index_anchor=True),
+            _group.PoolEntry(PoolName.INDEXER, indexer_pool(anchor), None, _same_layer),
+        ]
+    else:
+        entries = [
             _group.PoolEntry(PoolName.KV, _host(device), device, _same_layer, is_primary_index_anchor=True),
             _group.PoolEntry(PoolName.SWA, _host(swa_device), swa_device, _same_layer),
             _group.PoolEntry(PoolName.MAMBA, mamba_pool(), None, _no_layer),
         ]
-    )
+    group = _group.HostPoolGroup(entries)
     extra = extra_config({"tier": file_tier(root)})
     controller = _hybrid.HybridCacheController(
         allocator, group, PAGE, dist.group.WORLD, threading.Event(), io_backend="direct",
@@ -220,3 +229,30 @@ def test_a_hybrid_controller_in_another_process_restores_every_pool_byte_exact(t
         assert _pages(reader, landed) == written
         stats = reader.storage_backend.pool_stats()
         assert (stats["kv"].promoted, stats["swa"].promoted, stats["mamba"].promoted) == (4, WINDOW, 1)
+
+
+def test_the_dsa_indexer_rides_on_the_kv_pages_through_the_controller_byte_exact(tmp_path: Path) -> None:
+    """The indexer's indices come from the KV pool (``indices_from_pool``): SGLang's base controller moves it beside each KV batch."""
+    tokens = list(range(8000, 8000 + 3 * PAGE))
+    hashes = _utils.get_storage_hash_str(tokens, None, page_size=PAGE)
+    with _attached(tmp_path, dsa=True) as writer:
+        group = writer.mem_pool_host
+        indices = group.alloc(len(tokens), pool=PoolName.KV)
+        fill_random(group.get_pool(PoolName.KV), seed=1)
+        fill_pool_random(group.get_pool(PoolName.INDEXER), seed=2)
+        written = _pages(writer, {"indexer": indices})
+        riding = PoolTransfer(name=PoolName.INDEXER, indices_from_pool=PoolName.KV)
+        writer.write_storage(indices, tokens, hash_value=hashes, extra_pools=[riding])
+        assert writer.ack_backup_queue.get(timeout=WAIT).completed_tokens == len(tokens)
+    with _attached(tmp_path, dsa=True) as reader:
+        asked = PoolTransfer(name=PoolName.INDEXER, indices_from_pool=PoolName.KV, hit_policy=PoolHitPolicy.ALL_PAGES)
+        operation = reader.prefetch(_base.CacheRequestHandle("req", 0), tokens, extra_pools=[asked])
+        assert reader.prefetch_hit_queue.get(timeout=WAIT) is operation
+        assert operation.storage_hit_count == len(tokens)
+        assert dict(operation.query_pool_hit_pages) == {PoolName.KV: 3, PoolName.INDEXER: 3}
+        operation.host_indices = reader.mem_pool_host.alloc(len(tokens), pool=PoolName.KV)
+        reader.prefetch_buffer.put(operation)
+        while not reader.ack_prefetch_queue.get(timeout=WAIT).completed_req:
+            pass
+        assert _pages(reader, {"indexer": operation.host_indices}) == written
+        assert reader.storage_backend.pool_stats()["indexer"].promoted == 3
