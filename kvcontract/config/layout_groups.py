@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, ByteSize, Field
 
 from kvcontract.config.base import ConfigModel
 from kvcontract.config.limits import ConfigLimits
@@ -38,6 +38,10 @@ class FullAttentionGroup(ConfigModel):
         """Offload blocks of a request of ``request_blocks`` this group keeps (the last ones)."""
         return request_blocks
 
+    def summary(self) -> str:
+        """The group in a few words, for reports."""
+        return f"{self.num_layers} full-attention layers"
+
 
 class SlidingWindowGroup(ConfigModel):
     """Layers that attend to the last ``window_tokens`` tokens: only the blocks a hit's window reaches are kept."""
@@ -49,6 +53,10 @@ class SlidingWindowGroup(ConfigModel):
     def kept_blocks(self, request_blocks: int, offload_block_tokens: int) -> int:
         """vLLM's count: the blocks holding the ``window_tokens - 1`` tokens before a boundary (at least one)."""
         return min(request_blocks, max(1, -(-(self.window_tokens - 1) // offload_block_tokens)))
+
+    def summary(self) -> str:
+        """The group in a few words, for reports."""
+        return f"{self.num_layers} layers of a {self.window_tokens}-token window"
 
 
 class RecurrentStateGroup(ConfigModel):
@@ -65,6 +73,10 @@ class RecurrentStateGroup(ConfigModel):
     def kept_blocks(self, request_blocks: int, offload_block_tokens: int) -> int:
         """The state at the request's boundary."""
         return min(request_blocks, 1)
+
+    def summary(self) -> str:
+        """The group in a few words, for reports."""
+        return f"{self.num_layers} layers of a {ByteSize(self.state_bytes).human_readable()} state"
 
 
 LayoutGroup = Annotated[FullAttentionGroup | SlidingWindowGroup | RecurrentStateGroup, Field(discriminator="kind")]

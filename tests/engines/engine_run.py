@@ -36,33 +36,33 @@ HANDSHAKE_LIMIT_S = 300.0
 """Guard against a hang only: the test acts between passes within seconds."""
 
 
-class ZeroingWorker(OffloadingWorker):
-    """The control's worker: ``inner``'s, but every block it loads into ``kv_caches`` is zeroed once the load is done."""
+class WatchingWorker(OffloadingWorker):
+    """``inner``'s worker, which calls :meth:`finished` with the GPU side of each job that succeeds."""
 
-    def __init__(self, inner: OffloadingWorker, kv_caches: list[list[torch.Tensor]]) -> None:
+    def __init__(self, inner: OffloadingWorker) -> None:
         self._inner = inner
-        self._kv_caches = kv_caches
-        self._loads: dict[int, Sequence[int]] = {}
+        self._jobs: dict[int, tuple[bool, GPULoadStoreSpec]] = {}
+
+    def finished(self, load: bool, gpu: GPULoadStoreSpec) -> None:
+        """A job is done: a load into ``gpu``'s blocks, or a store from them."""
 
     @override
     def submit_store(self, job_id: int, src: GPULoadStoreSpec, dst: LoadStoreSpec) -> bool:
+        self._jobs[job_id] = (False, src)
         return self._inner.submit_store(job_id, src, dst)
 
     @override
     def submit_load(self, job_id: int, src: LoadStoreSpec, dst: GPULoadStoreSpec) -> bool:
-        self._loads[job_id] = dst.block_ids
+        self._jobs[job_id] = (True, dst)
         return self._inner.submit_load(job_id, src, dst)
 
     @override
     def get_finished(self) -> list[TransferResult]:
         results = self._inner.get_finished()
         for result in results:
-            blocks = self._loads.pop(result.job_id, None)
-            if blocks is not None and result.success:
-                ids = torch.tensor(blocks, dtype=torch.long)
-                for group in self._kv_caches:
-                    for tensor in group:
-                        tensor.index_fill_(0, ids, 0)
+            job = self._jobs.pop(result.job_id, None)
+            if job is not None and result.success:
+                self.finished(*job)
         return results
 
     @override
@@ -72,6 +72,22 @@ class ZeroingWorker(OffloadingWorker):
     @override
     def shutdown(self) -> None:
         self._inner.shutdown()
+
+
+class ZeroingWorker(WatchingWorker):
+    """The control's worker: ``inner``'s, but every block it loads into ``kv_caches`` is zeroed once the load is done."""
+
+    def __init__(self, inner: OffloadingWorker, kv_caches: list[list[torch.Tensor]]) -> None:
+        super().__init__(inner)
+        self._kv_caches = kv_caches
+
+    @override
+    def finished(self, load: bool, gpu: GPULoadStoreSpec) -> None:
+        if load:
+            ids = torch.tensor(gpu.block_ids, dtype=torch.long)
+            for group in self._kv_caches:
+                for tensor in group:
+                    tensor.index_fill_(0, ids, 0)
 
 
 def wrap_worker(wrap: Callable[[OffloadingWorker, list[list[torch.Tensor]]], OffloadingWorker]) -> None:
@@ -136,40 +152,16 @@ class GroupLedger:
 LEDGER = GroupLedger()
 
 
-class RecordingWorker(OffloadingWorker):
+class RecordingWorker(WatchingWorker):
     """``inner``'s worker, adding the bytes of every finished job to :data:`LEDGER` per KV-cache group."""
 
     def __init__(self, inner: OffloadingWorker, kv_caches: list[list[torch.Tensor]]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         LEDGER.block_bytes = [sum(tensor[0].nbytes for tensor in group) for group in kv_caches]
-        self._jobs: dict[int, tuple[dict[int, int], Sequence[int]]] = {}
 
     @override
-    def submit_store(self, job_id: int, src: GPULoadStoreSpec, dst: LoadStoreSpec) -> bool:
-        self._jobs[job_id] = (LEDGER.stored_bytes, src.group_sizes)
-        return self._inner.submit_store(job_id, src, dst)
-
-    @override
-    def submit_load(self, job_id: int, src: LoadStoreSpec, dst: GPULoadStoreSpec) -> bool:
-        self._jobs[job_id] = (LEDGER.loaded_bytes, dst.group_sizes)
-        return self._inner.submit_load(job_id, src, dst)
-
-    @override
-    def get_finished(self) -> list[TransferResult]:
-        results = self._inner.get_finished()
-        for result in results:
-            done, group_sizes = self._jobs.pop(result.job_id)
-            if result.success:
-                LEDGER.add_bytes(done, group_sizes)
-        return results
-
-    @override
-    def wait(self, job_ids: Collection[int]) -> None:
-        self._inner.wait(job_ids)
-
-    @override
-    def shutdown(self) -> None:
-        self._inner.shutdown()
+    def finished(self, load: bool, gpu: GPULoadStoreSpec) -> None:
+        LEDGER.add_bytes(LEDGER.loaded_bytes if load else LEDGER.stored_bytes, gpu.group_sizes)
 
 
 def record_groups() -> None:
