@@ -154,7 +154,8 @@ def run_heading(
         f"kvcontract simulate: {workload}{shared}",
         f"  {pool}" + "".join(f"; then {tier}" for tier in tiers),
         f"  layout: {layout.num_layers} layers, {layout.num_kv_heads} KV heads of {layout.head_dim}, {layout.dtype}; "
-        f"{layout.block_tokens}-token GPU blocks, {layout.offload_block_tokens}-token offload blocks of {size_text(block)}",
+        f"{layout.block_tokens}-token GPU blocks, {layout.offload_block_tokens}-token offload blocks of {size_text(block)}"
+        + ("" if layout.groups is None else f" (one group's: {', '.join(g.summary() for g in layout.groups)})"),
     ]
 
 
