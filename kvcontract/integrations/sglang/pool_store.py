@@ -168,19 +168,20 @@ class PoolStore:
         scratch: torch.Tensor | None,
         writes: bool,
     ) -> None:
-        self.name = name
-        self.host_pool = host_pool
-        self.table = table
+        self.name: str = name
+        self.host_pool: Any = host_pool
+        """SGLang's host pool (its classes are SGLang's, untyped here)."""
+        self.table: PageTable = table
         self._tier = tier
-        self.identity = identity
-        self.options = options
-        self.writes = writes
+        self.identity: BlockIdentity = identity
+        self.options: BackendOptions = options
+        self.writes: bool = writes
         """Whether this rank stores the pool's pages (MLA's replicated pages: only SGLang's writer rank)."""
         self._staging = staging
         self._reserved = reserved
         self._scratch = scratch
-        self.scratch_page = None if scratch is None else int(scratch[0]) // int(host_pool.page_size)
-        self.scratch_lock = threading.Lock()
+        self.scratch_page: int | None = None if scratch is None else int(scratch[0]) // int(host_pool.page_size)
+        self.scratch_lock: threading.Lock = threading.Lock()
         self._lock = threading.Lock()
         self._job_ids = itertools.count()
         self._results: dict[int, bool] = {}
