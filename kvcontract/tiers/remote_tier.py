@@ -29,10 +29,10 @@ from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Generic, TypeVar
+from typing import Generic
 
 import torch
-from typing_extensions import override
+from typing_extensions import TypeVar, override
 
 from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
@@ -164,7 +164,7 @@ class LoadOutcome:
     error: BaseException | None = None
 
 
-StatsT = TypeVar("StatsT", bound=RemoteTierStats, covariant=True)
+StatsT = TypeVar("StatsT", bound=RemoteTierStats, covariant=True, default=RemoteTierStats)
 """A remote tier's stats: :class:`RemoteTierStats`, or a store's own with counters of its own added."""
 
 
