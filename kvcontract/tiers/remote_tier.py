@@ -174,12 +174,13 @@ class RemoteTier(SecondaryTier, Generic[StatsT]):
     ``host_blocks`` is the host memory that job host block ids index: a 2-D ``torch.uint8``
     CPU tensor ``(num_host_blocks, bytes_per_block)``; the caller keeps a job's host blocks
     reserved until :meth:`get_finished` reports the job. ``identity`` is this engine's block
-    identity: the first 16 hex digits of its fingerprint and ``namespace`` (optional, within
-    the identity) name every key, and all of it is in every value, so a value of another
+    identity: the first 16 hex digits of its fingerprint and ``options.namespace`` (optional,
+    within the identity) name every key, and all of it is in every value, so a value of another
     identity is a miss. Subclasses set what their hooks need before calling this constructor,
     which opens the store (:meth:`_open`) and, with ``options.start_degraded``, starts without it.
     ``mac`` (from the integrity key the engines that share blocks hold) seals every value;
-    a value without it, or sealed with another key, is a miss.
+    a value without it, or sealed with another key, is a miss. ``stats`` is the record the tier
+    counts in (a fresh one of the store's own stats type), of which :meth:`stats` hands out copies.
     """
 
     _loads_expire: bool = True
