@@ -414,13 +414,13 @@ class RemoteTier(SecondaryTier, Generic[StatsT]):
             memoryview(self._rows[host_id])[:] = payload
         return True
 
-    def _refuses(self, job_id: int) -> bool:
-        """Whether a job (``job_id`` first of a batch) reaching the I/O threads fails at once, with no call of the store:
-        the breaker is open or the tier shuts down."""
+    def _refuses(self, jobs: int = 1) -> bool:
+        """Whether ``jobs`` jobs reaching the I/O threads together fail at once, with no call of the store
+        (the breaker is open or the tier shuts down); each is counted in ``refused_jobs``."""
         with self._lock:
             if self._healthy and not self._closed:
                 return False
-            self._counters.refused_jobs += 1
+            self._counters.refused_jobs += jobs
         return True
 
     @override

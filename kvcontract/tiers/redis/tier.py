@@ -248,7 +248,7 @@ class RedisTier(RemoteTier[RedisTierStats]):
         """Write ``blocks`` (key to host block) in tag-group order, one pipeline per chunk of about 8 MiB."""
         started = time.perf_counter()
         keys = sorted(blocks, key=self.redis_key)
-        if self._refuses(job_id):
+        if self._refuses():
             self._end_store(job_id, keys, started, error=None, stored=False)
             return
         error: BaseException | None = None
@@ -300,7 +300,7 @@ class RedisTier(RemoteTier[RedisTierStats]):
         is open fails with no call.
         """
         started = time.perf_counter()
-        outcome = LoadOutcome(refused=self._refuses(job_id))
+        outcome = LoadOutcome(refused=self._refuses())
         if not outcome.refused:
             try:
                 self._read_into(job_id, keys, host_ids, outcome)

@@ -65,6 +65,7 @@ def tier_on(
     metadata_server: str | None = None,
     integrity_key: bytes | None = None,
     options: RemoteTierOptions = EVENTS_ON,
+    timeout: float = 1.0,
 ) -> MooncakeTier:
     """A tier on ``store`` (or the given addresses) over ``host`` that lends the store no memory, of the example identity unless told."""
     return MooncakeTier(
@@ -74,7 +75,7 @@ def tier_on(
         metadata_server=metadata_server if metadata_server is not None else store.metadata_server,
         global_segment_size=0,
         local_buffer_size=16 << 20,
-        timeout=1.0,
+        timeout=timeout,
         integrity_key=integrity_key,
         options=replace(
             options,
