@@ -15,7 +15,7 @@ import itertools
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Protocol, runtime_checkable
 
 from typing_extensions import override
@@ -43,9 +43,13 @@ _NOT_IN_TIER = (LookupResult.MISS, LookupResult.RETRY)
 """Tier answers that make a cascade write the key: a tier still asking (remote tiers) may not hold it."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TierStats:
-    """Counters of one secondary tier, in blocks and bytes."""
+    """Counters of one secondary tier, in blocks and bytes.
+
+    The manager counts in one per tier; :meth:`TieringOffloadingManager.stats` hands out copies,
+    with what the tier itself counts of its checks and whether its store answers.
+    """
 
     name: str
     hits: int = 0
@@ -117,23 +121,9 @@ class _WaitingForRoom:
 
 
 @dataclass
-class _TierCounters:
-    hits: int = 0
-    promoted: int = 0
-    written: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    failed_jobs: int = 0
-    lookups: int = 0
-    promotion_failures: int = 0
-    cascade_failures: int = 0
-    skipped_cascades: int = 0
-
-
-@dataclass
 class _TierState:
     tier: SecondaryTier
-    counters: _TierCounters = field(default_factory=_TierCounters)
+    counters: TierStats
     queued: list[tuple[OffloadKey, int]] = field(default_factory=list[tuple[OffloadKey, int]])
     promotions: dict[int, Sequence[OffloadKey]] = field(default_factory=dict[int, Sequence[OffloadKey]])
     cascades: dict[int, Sequence[OffloadKey]] = field(default_factory=dict[int, Sequence[OffloadKey]])
@@ -168,7 +158,7 @@ class TieringOffloadingManager(OffloadingManager):
         """Primary blocks that cascades in flight may pin together (``None``: a primary of unknown capacity, no bound)."""
         self._cascading: Counter[OffloadKey] = Counter()
         """The primary blocks cascades in flight pin, each with the number of its cascades (one per tier)."""
-        self._tiers = [_TierState(tier) for tier in tiers]
+        self._tiers = [_TierState(tier, TierStats(type(tier).__name__)) for tier in tiers]
         self._promoting: dict[OffloadKey, bool] = {}
         self._job_ids = itertools.count(1)
         self._own = ReqContext("kvcontract-tiering")
@@ -377,15 +367,7 @@ class TieringOffloadingManager(OffloadingManager):
     def stats(self) -> TieringStats:
         self._poll()
         primary = self._primary.stats()
-        tiers = tuple(
-            TierStats(
-                type(state.tier).__name__,
-                **asdict(state.counters),
-                **_verification(state.tier),
-                reachable=not isinstance(state.tier, _HealthReporting) or state.tier.healthy,
-            )
-            for state in self._tiers
-        )
+        tiers = tuple(_snapshot(state) for state in self._tiers)
         counters = {f.name: getattr(primary, f.name) for f in fields(ManagerStats)}
         return TieringStats(**counters, tiers=tiers)
 
@@ -494,9 +476,15 @@ def _block_ids(spec: LoadStoreSpec) -> Sequence[int]:
     return spec.block_ids
 
 
-def _verification(tier: SecondaryTier) -> dict[str, int]:
-    """What ``tier`` counts of its failed checks: the counts its stats name, 0 for any it does not keep."""
-    if not isinstance(tier, _VerifyingTier):
-        return {}
-    counts = tier.stats()
-    return {name: getattr(counts, name, 0) for name in ("checksum_failures", "identity_mismatches", "forged_values")}
+def _snapshot(state: _TierState) -> TierStats:
+    """A copy of the counters kept for ``state``'s tier, with what the tier counts of its failed checks (0 for any it
+    does not keep) and whether its store answers."""
+    tier = state.tier
+    counts = tier.stats() if isinstance(tier, _VerifyingTier) else None
+    return replace(
+        state.counters,
+        checksum_failures=getattr(counts, "checksum_failures", 0),
+        identity_mismatches=getattr(counts, "identity_mismatches", 0),
+        forged_values=getattr(counts, "forged_values", 0),
+        reachable=not isinstance(tier, _HealthReporting) or tier.healthy,
+    )

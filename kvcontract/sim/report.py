@@ -21,8 +21,8 @@ from kvcontract.config import (
     FileTierConfig,
     KVContractConfig,
     MooncakeTierConfig,
-    RedisTierConfig,
 )
+from kvcontract.config.tiers import ExternalTierConfig, TierConfig
 from kvcontract.extras import MissingExtraError
 from kvcontract.sim.observer import WhatIfSummary
 from kvcontract.sim.output import (
@@ -163,7 +163,9 @@ def _has_tiers(config: KVContractConfig) -> bool:
     return not isinstance(config.manager, CPUManagerConfig) and bool(config.manager.secondary)
 
 
-def _tier_text(tier: FileTierConfig | RedisTierConfig | MooncakeTierConfig, block: int) -> str:
+def _tier_text(tier: TierConfig, block: int) -> str:
+    if isinstance(tier, ExternalTierConfig):
+        return f"tier {tier.kind}"
     if isinstance(tier, FileTierConfig):
         return f"file tier at {tier.path}: {tier.policy.kind} eviction, {tier.capacity:,} blocks ({size_text(tier.capacity * block)})"
     if isinstance(tier, MooncakeTierConfig):

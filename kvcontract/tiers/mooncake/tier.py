@@ -61,13 +61,13 @@ from kvcontract.tiers.mooncake.client import (
 )
 from kvcontract.tiers.remote_tier import (
     BACKGROUND,
-    DEFAULT_LIMITS,
+    DEFAULT_OPTIONS,
     READ,
     WRITE,
     Fault,
     LoadOutcome,
     RemoteTier,
-    RemoteTierLimits,
+    RemoteTierOptions,
     RemoteTierStats,
 )
 from kvcontract.tiers.store_value import (
@@ -104,27 +104,27 @@ _GONE = frozenset({OBJECT_NOT_FOUND, SEGMENT_NOT_FOUND})
 """Get results that mean the value is no longer in the store: evicted or removed."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MooncakeTierStats(RemoteTierStats):
     """What the Mooncake tier knows; ``refused_stores`` counts stores refused because the segments were full."""
 
     refused_stores: int = 0
 
 
-class MooncakeTier(RemoteTier):
+class MooncakeTier(RemoteTier[MooncakeTierStats]):
     """Blocks as Mooncake Store objects named ``kvc:<identity>[:namespace]:<key hex>``, shared by every engine of that store.
 
-    ``host_blocks``, ``identity`` and ``namespace`` are :class:`~kvcontract.tiers.remote_tier.RemoteTier`'s;
+    ``host_blocks`` and ``identity`` are :class:`~kvcontract.tiers.remote_tier.RemoteTier`'s;
     the host blocks are registered with the client for the tier's life.
     ``master`` (``host:port``), ``metadata_server`` (an HTTP URL, or ``P2PHANDSHAKE``),
     ``protocol`` (``tcp`` or ``rdma``) with its ``devices``, ``local_hostname`` (the address
     other clients reach this one at), ``global_segment_size`` (bytes this process lends the
     store), ``local_buffer_size`` and ``replicas`` go to Mooncake's client; ``timeout``
     (seconds) bounds a call to the master; ``client_log_level`` (``INFO``, ``WARNING``, ``ERROR``)
-    is the least level of the client's own log lines. ``start_degraded`` starts the tier even when the
-    store does not answer, retrying every ``retry_interval`` seconds. ``integrity_key`` seals
-    every value with a keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`). ``limits`` bound
-    what the tier keeps and how long a job may take (:class:`~kvcontract.tiers.remote_tier.RemoteTierLimits`).
+    is the least level of the client's own log lines. ``integrity_key`` seals every value with a
+    keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`). ``options`` hold what every
+    remote tier takes: namespace, threads, lookup and retry timing, a start without the store,
+    the bounds on jobs and what the tier keeps (:class:`~kvcontract.tiers.remote_tier.RemoteTierOptions`).
     With a ``job_deadline``, loads are read into the load lane's slot and copied into their host
     blocks once checked, whatever the block size: a get the client has not finished by the deadline
     then writes only into the slot, never into a host block the engine has taken back.
@@ -145,19 +145,13 @@ class MooncakeTier(RemoteTier):
         replicas: int = 1,
         timeout: float = 5.0,
         client_log_level: str = "WARNING",
-        io_threads: int = 4,
-        namespace: str | None = None,
-        lookup_timeout: float = 0.1,
-        lookup_wait: float = 0.0,
-        retry_interval: float = 1.0,
-        start_degraded: bool = False,
         integrity_key: bytes | None = None,
-        limits: RemoteTierLimits = DEFAULT_LIMITS,
+        options: RemoteTierOptions = DEFAULT_OPTIONS,
     ) -> None:
         check_host_blocks(host_blocks, "MooncakeTier")  # before its rows size the slots (the base checks it too)
         self._row_stride = int(host_blocks.stride(0))
         zero_copy = int(host_blocks.shape[1]) >= ZERO_COPY_FROM
-        self._zero_copy = (zero_copy, zero_copy and limits.job_deadline is None)
+        self._zero_copy = (zero_copy, zero_copy and options.job_deadline is None)
         """Per lane (:data:`_STORE_SLOT`, :data:`_LOAD_SLOT`): whether its blocks skip the slot."""
         self._loads_expire = not self._zero_copy[_LOAD_SLOT]
         mac = value_mac(integrity_key)
@@ -181,21 +175,15 @@ class MooncakeTier(RemoteTier):
             client_log_level=client_log_level,
         )
         self._connection: MooncakeConnection | None = None
-        self._refused_stores = 0
         super().__init__(
             host_blocks,
             identity=identity,
-            namespace=namespace,
             name="mooncake tier",
             where=master,
             medium=MEDIUM,
-            io_threads=io_threads,
-            lookup_timeout=lookup_timeout,
-            lookup_wait=lookup_wait,
-            retry_interval=retry_interval,
-            start_degraded=start_degraded,
             mac=mac,
-            limits=limits,
+            options=options,
+            stats=MooncakeTierStats(),
         )
         # One put and one get in flight at a time (job_lane says why), each a batch of the jobs
         # queued behind the last; a get never waits behind a put, so loads keep their place.
@@ -205,11 +193,6 @@ class MooncakeTier(RemoteTier):
     def store_key(self, key: OffloadKey) -> str:
         """The Mooncake object name of ``key``: identity and namespace, then the key in hex."""
         return f"{self._prefix}:{key.hex()}"
-
-    def stats(self) -> MooncakeTierStats:
-        """Counters since the tier started."""
-        with self._lock:
-            return MooncakeTierStats(**vars(self._counters), refused_stores=self._refused_stores)
 
     @override
     def touch(self, keys: Sequence[OffloadKey]) -> None:
@@ -370,7 +353,7 @@ class MooncakeTier(RemoteTier):
         """Log and count a store the client refused for another reason than the master's silence."""
         if all(code == NO_SPACE for code in failed):
             with self._lock:
-                self._refused_stores += 1
+                self._counters.refused_stores += 1
         self._log.warning("mooncake tier: store job %d refused: %s", job_id, describe_code(failed[0]))
 
     def _load_jobs(self, jobs: Sequence[_Job]) -> None:

@@ -12,7 +12,7 @@ import torch
 from kvcontract import LookupResult, TierJob, TransferResult
 from kvcontract.tiers import MooncakeTier
 from kvcontract.tiers.mooncake import tier as mooncake_tier
-from kvcontract.tiers.remote_tier import RemoteTierLimits
+from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.tiers.mooncake.conftest import tier_on
 from tests.tiers.mooncake.support import MooncakeStore
 from tests.tiers.redis.support import fill, job_counter, key, settle, store
@@ -57,7 +57,7 @@ def test_a_load_past_its_deadline_fails_once_and_its_late_bytes_never_land(
     own_store: MooncakeStore, host: torch.Tensor
 ) -> None:
     """The master answers again before the client's timeout: the get then succeeds after the job was failed."""
-    tier = tier_on(own_store, host, namespace="late", timeout=5.0, limits=RemoteTierLimits(job_deadline=0.3))
+    tier = tier_on(own_store, host, namespace="late", timeout=5.0, options=RemoteTierOptions(job_deadline=0.3))
     try:
         jobs = job_counter()
         fill(host, [0], [1])
