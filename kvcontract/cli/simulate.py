@@ -6,10 +6,10 @@ import argparse
 import hashlib
 import json
 import sys
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kvcontract.arguments import installed_version
 from kvcontract.cli.config_command import load_command_config, print_config
@@ -25,13 +25,7 @@ __all__ = ["run_simulate"]
 
 def run_simulate(options: argparse.Namespace) -> int:
     """``kvcontract simulate``: check the options and outputs, run, report; ``--engines`` hands over to the multi-engine run."""
-    from kvcontract.sim.output import write_text
-    from kvcontract.sim.report import (
-        print_report,
-        require_plotting,
-        run_heading,
-        write_plot,
-    )
+    from kvcontract.sim.report import print_report, require_plotting, write_plot
     from kvcontract.sim.run import check_request_count, run_simulation
     from kvcontract.sim.simulator import DataMismatch
 
@@ -78,16 +72,7 @@ def run_simulate(options: argparse.Namespace) -> int:
         except DataMismatch as error:
             print(f"kvcontract: verification failed: {error}", file=sys.stderr)
             return 1
-    _say_short_trace(options, report.requests)
-    document = {**report.summary(), "run": run_identity(options, config)}
-    if json_path is not None:
-        write_text(json_path, json.dumps(document) + "\n")
-        wrote("the figures as JSON", json_path)
-    with writing():
-        if options.json == STDOUT:
-            print(json.dumps(document))
-        else:
-            print_report(report, run_heading(config, trace=options.trace, requests=report.requests, seed=options.seed))
+    _publish(options, config, report, lambda heading: print_report(report, heading))
     if options.plot is not None:
         write_plot(report, options.plot)
         wrote("the plot of the run", options.plot)
@@ -156,8 +141,6 @@ def _simulate_engines(options: argparse.Namespace, config: KVContractConfig) -> 
         print_engines_report,
         run_engines_simulation,
     )
-    from kvcontract.sim.output import write_text
-    from kvcontract.sim.report import run_heading
     from kvcontract.sim.simulator import DataMismatch
 
     if not 1 <= options.engines <= MAX_ENGINES:
@@ -176,6 +159,30 @@ def _simulate_engines(options: argparse.Namespace, config: KVContractConfig) -> 
     except DataMismatch as error:
         print(f"kvcontract: verification failed: {error}", file=sys.stderr)
         return 1
+    _publish(options, config, report, lambda heading: print_engines_report(report, heading))
+    return 0
+
+
+class _Report(Protocol):
+    """What :func:`_publish` reads of a run's report, one engine's or several's."""
+
+    @property
+    def requests(self) -> int: ...
+
+    def summary(self) -> dict[str, object]: ...
+
+
+def _publish(
+    options: argparse.Namespace,
+    config: KVContractConfig,
+    report: _Report,
+    print_table: Callable[[Sequence[str]], None],
+) -> None:
+    """Say so when the trace ran short, write the figures to ``--json``'s file, and print them:
+    as JSON with ``--json -``, else ``print_table`` under the run's heading."""
+    from kvcontract.sim.output import write_text
+    from kvcontract.sim.report import run_heading
+
     _say_short_trace(options, report.requests)
     document = {**report.summary(), "run": run_identity(options, config)}
     if options.json not in (None, STDOUT):
@@ -185,8 +192,8 @@ def _simulate_engines(options: argparse.Namespace, config: KVContractConfig) -> 
         if options.json == STDOUT:
             print(json.dumps(document))
         else:
-            heading = run_heading(
-                config, trace=options.trace, requests=report.requests, seed=options.seed, engines=options.engines
+            print_table(
+                run_heading(
+                    config, trace=options.trace, requests=report.requests, seed=options.seed, engines=options.engines
+                )
             )
-            print_engines_report(report, heading)
-    return 0
