@@ -9,7 +9,6 @@ back exactly the stored bytes, a lookup HIT is loadable, and a missing or corrup
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable
 
 import torch
@@ -20,6 +19,7 @@ from typing_extensions import override
 from kvcontract.contracts import LookupResult, OffloadKey, SecondaryTier, TierJob, TransferResult, make_offload_key
 from kvcontract.testing.conformance import require
 from kvcontract.testing.containers import Form, Param, as_sequence, call_with, sequence_forms
+from kvcontract.testing.reports import one_report
 
 __all__ = ["BLOCK_BYTES", "HOST_BLOCKS", "CorruptHook", "TierFactory", "tier_machine"]
 
@@ -36,7 +36,6 @@ CorruptHook = Callable[[SecondaryTier, OffloadKey], None]
 _KEYS = 6
 _JOB_KEYS = Param("TierJob", "keys", "Sequence")
 _TOUCH = Param("SecondaryTier.touch", "keys", "Sequence")
-_JOB_SECONDS = 10.0
 
 
 def _key(number: int) -> OffloadKey:
@@ -64,25 +63,7 @@ def tier_machine(factory: TierFactory, corrupt: CorruptHook | None) -> type[Rule
 
         def _finish(self, job: int) -> TransferResult:
             """Wait for ``job``'s report; every job is reported exactly once."""
-            deadline = time.monotonic() + _JOB_SECONDS
-            while time.monotonic() < deadline:
-                results = self.tier.get_finished()
-                for result in results:
-                    require(
-                        result.job_id == job,
-                        "each job is reported exactly once",
-                        f"unexpected report of job {result.job_id}",
-                    )
-                if results:
-                    require(
-                        len(results) == 1,
-                        "each job is reported exactly once",
-                        f"job {job} reported {len(results)} times",
-                    )
-                    return results[0]
-                time.sleep(0.001)
-            require(False, "every submitted job is reported", f"job {job} not reported within {_JOB_SECONDS} s")
-            raise AssertionError("unreachable")
+            return one_report(self.tier.get_finished, job)
 
         def _job(self, number: int, host: int, form: Form) -> TierJob:
             """A job of one key, its ``keys`` and ``host_block_ids`` in ``form``."""

@@ -8,7 +8,6 @@ job whose ids are out of range must be refused or reported failed, never half-ap
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable, Sequence
 
 import torch
@@ -19,6 +18,7 @@ from typing_extensions import override
 from kvcontract.contracts import BlockIdsSpec, GPULoadStoreSpec, OffloadingWorker, TransferResult
 from kvcontract.testing.conformance import require
 from kvcontract.testing.containers import Form, Param, as_collection, call_with, collection_forms
+from kvcontract.testing.reports import one_report
 
 __all__ = ["GPU_BLOCKS", "HOST_BLOCKS", "WorkerFactory", "worker_machine"]
 
@@ -30,7 +30,6 @@ HOST_BLOCKS = 8
 WorkerFactory = Callable[[Sequence[torch.Tensor], int], OffloadingWorker]
 """What ``check_worker`` is given: builds a worker over per-layer KV caches with that many host blocks."""
 
-_JOB_SECONDS = 10.0
 _WAIT = Param("OffloadingWorker.wait", "job_ids", "Collection")
 _block_lists = st.lists(st.integers(0, GPU_BLOCKS - 1), min_size=1, max_size=4, unique=True)
 
@@ -57,19 +56,7 @@ def worker_machine(factory: WorkerFactory, layer_shape: tuple[int, ...], layers:
         def _finish(self, job: int, form: Form) -> TransferResult:
             job_ids = as_collection(form, [job])
             call_with(_WAIT, form, job_ids, lambda: self.worker.wait(job_ids))
-            deadline = time.monotonic() + _JOB_SECONDS
-            while time.monotonic() < deadline:
-                results = self.worker.get_finished()
-                if results:
-                    require(
-                        [r.job_id for r in results] == [job],
-                        "each job is reported exactly once",
-                        f"reports {[r.job_id for r in results]} for job {job}",
-                    )
-                    return results[0]
-                time.sleep(0.001)
-            require(False, "every submitted job is reported", f"job {job} not reported")
-            raise AssertionError("unreachable")
+            return one_report(self.worker.get_finished, job)
 
         @rule(gpu=_block_lists, data=st.data(), form=collection_forms)
         def store(self, gpu: list[int], data: st.DataObject, form: Form) -> None:
