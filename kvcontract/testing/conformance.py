@@ -7,6 +7,7 @@ words and shows the shrunk sequence, ready to paste into a regression test.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,7 +16,7 @@ from hypothesis.errors import HypothesisException
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-__all__ = ["PROFILES", "ConformanceError", "Profile", "RuleBroken", "require", "run_machine"]
+__all__ = ["PROFILES", "ConformanceError", "Profile", "RuleBroken", "refuses", "require", "run_machine"]
 
 
 class ConformanceError(AssertionError):
@@ -45,6 +46,15 @@ def require(condition: bool, rule: str, detail: str = "") -> None:
     """Fail the machine with ``rule`` (and what was seen) unless ``condition`` holds."""
     if not condition:
         raise RuleBroken(rule, detail)
+
+
+def refuses(call: Callable[[], object], refusals: tuple[type[Exception], ...]) -> bool:
+    """Whether ``call()`` raises one of ``refusals``, the errors a contract lets a component refuse a call with."""
+    try:
+        call()
+    except refusals:
+        return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)

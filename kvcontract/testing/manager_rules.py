@@ -23,7 +23,7 @@ from kvcontract.contracts import (
     ReqContext,
     make_offload_key,
 )
-from kvcontract.testing.conformance import require
+from kvcontract.testing.conformance import refuses, require
 from kvcontract.testing.containers import (
     Form,
     Param,
@@ -184,35 +184,44 @@ def manager_machine(factory: ManagerFactory) -> type[RuleBasedStateMachine]:
             keys = [_key(n) for n in numbers]
             if all(k in self.blocks and self.blocks[k].readable for k in keys):
                 return
-            before = self._answers()
             passed = as_sequence(form, keys)
-            refused = _raises(
-                lambda: call_with(
-                    _PREPARE_LOAD, form, passed, lambda: self.manager.prepare_load(passed, self.context), (ValueError,)
-                )
+            self._refused(
+                _PREPARE_LOAD,
+                form,
+                passed,
+                lambda: self.manager.prepare_load(passed, self.context),
+                "prepare_load of a block that is not readable is refused",
+                keys,
             )
-            require(refused, "prepare_load of a block that is not readable is refused", f"{[k.hex() for k in keys]}")
-            require(self._answers() == before, "a refused call changes nothing", "lookups changed")
 
         @rule(numbers=_key_lists, form=iterable_forms)
         def complete_unpinned_load(self, numbers: list[int], form: Form) -> None:
             keys = [_key(n) for n in numbers]
             if all(k in self.blocks and self.blocks[k].pins for k in keys):
                 return
-            before = self._answers()
             passed = as_iterable(form, keys)
-            refused = _raises(
-                lambda: call_with(
-                    _COMPLETE_LOAD,
-                    form,
-                    passed,
-                    lambda: self.manager.complete_load(passed, self.context),
-                    (ValueError,),
-                )
+            self._refused(
+                _COMPLETE_LOAD,
+                form,
+                passed,
+                lambda: self.manager.complete_load(passed, self.context),
+                "complete_load of a block that is not being loaded is refused",
+                keys,
             )
-            require(
-                refused, "complete_load of a block that is not being loaded is refused", f"{[k.hex() for k in keys]}"
-            )
+
+        def _refused(
+            self,
+            param: Param,
+            form: Form,
+            passed: object,
+            call: Callable[[], object],
+            rule: str,
+            keys: list[OffloadKey],
+        ) -> None:
+            """``call`` (``passed`` as ``param``, in ``form``) must be refused with ``ValueError``, and change nothing."""
+            before = self._answers()
+            refused = refuses(lambda: call_with(param, form, passed, call, (ValueError,)), (ValueError,))
+            require(refused, rule, f"{[k.hex() for k in keys]}")
             require(self._answers() == before, "a refused call changes nothing", "lookups changed")
 
         @rule()
@@ -247,11 +256,3 @@ def manager_machine(factory: ManagerFactory) -> type[RuleBasedStateMachine]:
             )
 
     return ManagerConformance
-
-
-def _raises(call: Callable[[], object]) -> bool:
-    try:
-        call()
-    except ValueError:
-        return True
-    return False

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from kvcontract.contracts import BlockStatus, CachePolicy, OffloadKey, make_offload_key
-from kvcontract.testing.conformance import require
+from kvcontract.testing.conformance import refuses, require
 from kvcontract.testing.containers import Form, Param, as_sequence, call_with, sequence_forms
 
 __all__ = ["PolicyFactory", "policy_machine"]
@@ -64,7 +64,7 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
             block = BlockStatus(number, -1 if in_flight else 0)
             if key in self.blocks or len(self.blocks) >= self.capacity:
                 before = dict(self.blocks)
-                refused = _raises(lambda: self.policy.insert(key, block))
+                refused = refuses(lambda: self.policy.insert(key, block), _REFUSALS)
                 require(
                     refused, "an insert of a held key, or past capacity, is refused", f"insert {key.hex()} was accepted"
                 )
@@ -104,7 +104,7 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
 
             if any(key in self.blocks for key in keys) or len(self.blocks) + len(keys) > self.capacity:
                 before = dict(self.blocks)
-                refused = _raises(lambda: insert_many(_REFUSALS))
+                refused = refuses(lambda: insert_many(_REFUSALS), _REFUSALS)
                 require(refused, "insert_many of a held key, or past capacity, is refused", "it was accepted")
                 self._unchanged(before, "a refused insert_many changes nothing (all or nothing)")
                 return
@@ -228,7 +228,7 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
         def evict_negative(self, n: int) -> None:
             before = dict(self.blocks)
             require(
-                _raises(lambda: self.policy.evict(n, frozenset())),
+                refuses(lambda: self.policy.evict(n, frozenset()), _REFUSALS),
                 "evict with n < 0 is refused",
                 f"evict({n}) was accepted",
             )
@@ -264,11 +264,3 @@ def policy_machine(factory: PolicyFactory, order_model: PolicyFactory | None) ->
 
 _REFUSALS = (ValueError, KeyError, TypeError)
 """What a policy may raise to refuse a call."""
-
-
-def _raises(call: Callable[[], object]) -> bool:
-    try:
-        call()
-    except _REFUSALS:
-        return True
-    return False
