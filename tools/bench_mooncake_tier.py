@@ -128,11 +128,7 @@ def _measure(
     tier = MooncakeTier(
         host,
         identity=example_identity(block_bytes),
-        master=store.master,
-        metadata_server=store.metadata_server,
-        global_segment_size=0,
-        local_buffer_size=16 << 20,
-        timeout=30.0,
+        client=store.client(timeout=30.0),
         integrity_key=os.urandom(32) if sealed else None,
         options=RemoteTierOptions(io_threads=io_threads),
     )

@@ -94,15 +94,7 @@ def _redis_access(tier: RedisTierConfig) -> RedisAccess:
     password = None
     if tier.password_file is not None:
         password = read_secret_file(tier.password_file, "password_file").decode().rstrip("\r\n")
-    return RedisAccess(
-        username=tier.username,
-        password=password,
-        tls=tier.tls,
-        tls_ca_file=tier.tls_ca_file,
-        tls_cert_file=tier.tls_cert_file,
-        tls_key_file=tier.tls_key_file,
-        tls_check_hostname=tier.tls_check_hostname,
-    )
+    return tier.access(password)
 
 
 def _build_redis(tier: RedisTierConfig, site: TierSite) -> RedisTier:
@@ -126,16 +118,7 @@ def _build_mooncake(tier: MooncakeTierConfig, site: TierSite) -> MooncakeTier:
     return MooncakeTier(
         site.host_blocks,
         identity=site.identity,
-        master=tier.master,
-        metadata_server=tier.metadata_server,
-        protocol=tier.protocol,
-        devices=tier.devices,
-        local_hostname=tier.local_hostname,
-        global_segment_size=tier.global_segment_size,
-        local_buffer_size=tier.local_buffer_size,
-        replicas=tier.replicas,
-        timeout=tier.timeout,
-        client_log_level=tier.client_log_level,
+        client=tier.client(),
         integrity_key=_integrity_key(tier.integrity_key_file),
         options=tier.options(),
     )

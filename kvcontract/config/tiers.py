@@ -22,6 +22,8 @@ from kvcontract.config.policy import PolicyConfig
 from kvcontract.config.sizes import Capacity
 
 if TYPE_CHECKING:
+    from kvcontract.tiers.mooncake.client import MooncakeClientOptions
+    from kvcontract.tiers.redis.client import RedisAccess
     from kvcontract.tiers.remote_tier import RemoteTierOptions
 
 _KEY_FILE = (
@@ -101,16 +103,11 @@ class RemoteTierConfig(ConfigModel):
     enable_events: bool = Field(default=False, description=_EVENTS)
 
     def options(self) -> RemoteTierOptions:
-        """The options of the tier this config describes, as one value its constructor takes whole.
-
-        Every field named like one of :class:`~kvcontract.tiers.remote_tier.RemoteTierOptions`
-        goes in it, so an option added there and here travels without a third copy of its name.
-        """
-        from dataclasses import fields
-
+        """The options of the tier this config describes, as one value its constructor takes whole
+        (every field named like one of :class:`~kvcontract.tiers.remote_tier.RemoteTierOptions`)."""
         from kvcontract.tiers.remote_tier import RemoteTierOptions
 
-        return RemoteTierOptions(**self.model_dump(include={option.name for option in fields(RemoteTierOptions)}))
+        return self.as_value(RemoteTierOptions)
 
 
 class RedisTierConfig(RemoteTierConfig):
@@ -160,6 +157,13 @@ class RedisTierConfig(RemoteTierConfig):
             raise ValueError("tls_cert_file and tls_key_file go together: give both or neither")
         return self
 
+    def access(self, password: str | None) -> RedisAccess:
+        """The ACL login and TLS of the tier, as one value its constructor takes whole (the fields of
+        :class:`~kvcontract.tiers.redis.client.RedisAccess` by their names), with ``password`` as read from ``password_file``."""
+        from kvcontract.tiers.redis.client import RedisAccess
+
+        return self.as_value(RedisAccess, password=password)
+
 
 class MooncakeTierConfig(RemoteTierConfig):
     """Blocks as objects in a Mooncake Store that many engines share; Mooncake owns capacity and eviction.
@@ -184,6 +188,13 @@ class MooncakeTierConfig(RemoteTierConfig):
     client_log_level: Literal["INFO", "WARNING", "ERROR"] = Field(
         default="WARNING", description="The least level of the Mooncake client's own log lines (MC_LOG_LEVEL)."
     )
+
+    def client(self) -> MooncakeClientOptions:
+        """What Mooncake's client is set up with, as one value the tier takes whole (every field of
+        :class:`~kvcontract.tiers.mooncake.client.MooncakeClientOptions`, by its name)."""
+        from kvcontract.tiers.mooncake.client import MooncakeClientOptions
+
+        return self.as_value(MooncakeClientOptions)
 
 
 class ExternalTierConfig(ConfigModel):

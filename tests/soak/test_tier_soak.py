@@ -98,10 +98,7 @@ def test_a_mooncake_tier_keeps_its_memory_flat(tmp_path: Path) -> None:
             return MooncakeTier(
                 host,
                 identity=identity,
-                master=store.master,
-                metadata_server=store.metadata_server,
-                global_segment_size=0,
-                local_buffer_size=16 << 20,
+                client=store.client(),
                 options=OPTIONS,
             )
 

@@ -20,8 +20,10 @@ from urllib.parse import urlsplit
 from kvcontract.extras import MissingExtraError
 
 __all__ = [
+    "DEFAULT_CLIENT",
     "MISSING_EXTRA",
     "MasterFaultError",
+    "MooncakeClientOptions",
     "MooncakeConnection",
     "MooncakeStore",
     "MooncakeUnavailableError",
@@ -126,6 +128,34 @@ class MasterFaultError(ConnectionError):
 
 
 @dataclass(frozen=True, slots=True)
+class MooncakeClientOptions:
+    """What Mooncake's client is set up with, one value from the config to :func:`connect`.
+
+    ``master`` (``host:port``), ``metadata_server`` (an HTTP URL, or ``P2PHANDSHAKE``),
+    ``protocol`` (``tcp`` or ``rdma``) with its ``devices``, ``local_hostname`` (the address
+    other clients reach this one at), ``global_segment_size`` (bytes this process lends the
+    store), ``local_buffer_size`` and ``replicas`` go to the client's setup; ``timeout``
+    (seconds) bounds a call to the master; ``client_log_level`` (``INFO``, ``WARNING``, ``ERROR``)
+    is the least level of the client's own log lines.
+    """
+
+    master: str = "127.0.0.1:50051"
+    metadata_server: str = "http://127.0.0.1:8080/metadata"
+    protocol: str = "tcp"
+    devices: str = ""
+    local_hostname: str = "127.0.0.1"
+    global_segment_size: int = 1 << 30
+    local_buffer_size: int = 256 << 20
+    replicas: int = 1
+    timeout: float = 5.0
+    client_log_level: str = "WARNING"
+
+
+DEFAULT_CLIENT = MooncakeClientOptions()
+"""A client of a store on this machine's default ports, lending it 1 GiB."""
+
+
+@dataclass(frozen=True, slots=True)
 class MooncakeConnection:
     """A client set up against the master, and the replication settings of every put."""
 
@@ -138,29 +168,18 @@ def describe_code(code: int) -> str:
     return f"{_NAMES.get(code, 'error')} ({code})"
 
 
-def connect(
-    *,
-    master: str,
-    metadata_server: str,
-    protocol: str,
-    devices: str,
-    local_hostname: str,
-    global_segment_size: int,
-    local_buffer_size: int,
-    replicas: int,
-    timeout: float,
-    client_log_level: str = "WARNING",
-) -> MooncakeConnection:
+def connect(options: MooncakeClientOptions) -> MooncakeConnection:
     """A client that has mounted ``global_segment_size`` bytes of this process into the store.
 
     Raises :class:`MooncakeUnavailableError` when the master or the metadata server does not
     answer, and ``ImportError`` naming the extra when the client is not installed.
     """
-    os.environ.setdefault(_LOG_LEVEL_VARIABLE, client_log_level)  # read when the client's library loads
+    os.environ.setdefault(_LOG_LEVEL_VARIABLE, options.client_log_level)  # read when the client's library loads
     try:
         client = importlib.import_module("mooncake.store")
     except ImportError:
         raise MissingExtraError(MISSING_EXTRA, extra="mooncake") from None
+    master, metadata_server, timeout = options.master, options.metadata_server, options.timeout
     _reachable("master", master, timeout)
     if metadata_server != P2P_HANDSHAKE:
         address = urlsplit(metadata_server)
@@ -169,7 +188,13 @@ def connect(
         os.environ[_RPC_TIMEOUT_VARIABLE] = str(max(1, round(timeout * 1000)))
     store: MooncakeStore = client.MooncakeDistributedStore()
     code = store.setup(
-        local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol, devices, master
+        options.local_hostname,
+        metadata_server,
+        options.global_segment_size,
+        options.local_buffer_size,
+        options.protocol,
+        options.devices,
+        master,
     )
     if code != OK:
         raise MooncakeUnavailableError(
@@ -178,7 +203,7 @@ def connect(
             "start_degraded: true to start without the store"
         )
     put_config = client.ReplicateConfig()
-    put_config.replica_num = replicas
+    put_config.replica_num = options.replicas
     return MooncakeConnection(store, put_config)
 
 

@@ -44,6 +44,7 @@ from kvcontract.tiers.host_blocks import check_host_blocks
 from kvcontract.tiers.integrity import value_mac
 from kvcontract.tiers.job_lane import JobLane
 from kvcontract.tiers.mooncake.client import (
+    DEFAULT_CLIENT,
     MASTER_FAULTS,
     NO_SPACE,
     OBJECT_ALREADY_EXISTS,
@@ -54,6 +55,7 @@ from kvcontract.tiers.mooncake.client import (
     TOO_LONG,
     TRANSFER_FAIL,
     MasterFaultError,
+    MooncakeClientOptions,
     MooncakeConnection,
     MooncakeUnavailableError,
     connect,
@@ -116,12 +118,8 @@ class MooncakeTier(RemoteTier[MooncakeTierStats]):
 
     ``host_blocks`` and ``identity`` are :class:`~kvcontract.tiers.remote_tier.RemoteTier`'s;
     the host blocks are registered with the client for the tier's life.
-    ``master`` (``host:port``), ``metadata_server`` (an HTTP URL, or ``P2PHANDSHAKE``),
-    ``protocol`` (``tcp`` or ``rdma``) with its ``devices``, ``local_hostname`` (the address
-    other clients reach this one at), ``global_segment_size`` (bytes this process lends the
-    store), ``local_buffer_size`` and ``replicas`` go to Mooncake's client; ``timeout``
-    (seconds) bounds a call to the master; ``client_log_level`` (``INFO``, ``WARNING``, ``ERROR``)
-    is the least level of the client's own log lines. ``integrity_key`` seals every value with a
+    ``client`` holds where the store is and what this process lends it, as Mooncake's client
+    is set up (:class:`~kvcontract.tiers.mooncake.client.MooncakeClientOptions`). ``integrity_key`` seals every value with a
     keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`). ``options`` hold what every
     remote tier takes: namespace, threads, lookup and retry timing, a start without the store,
     the bounds on jobs and what the tier keeps (:class:`~kvcontract.tiers.remote_tier.RemoteTierOptions`).
@@ -135,16 +133,7 @@ class MooncakeTier(RemoteTier[MooncakeTierStats]):
         host_blocks: torch.Tensor,
         *,
         identity: BlockIdentity,
-        master: str = "127.0.0.1:50051",
-        metadata_server: str = "http://127.0.0.1:8080/metadata",
-        protocol: str = "tcp",
-        devices: str = "",
-        local_hostname: str = "127.0.0.1",
-        global_segment_size: int = 1 << 30,
-        local_buffer_size: int = 256 << 20,
-        replicas: int = 1,
-        timeout: float = 5.0,
-        client_log_level: str = "WARNING",
+        client: MooncakeClientOptions = DEFAULT_CLIENT,
         integrity_key: bytes | None = None,
         options: RemoteTierOptions = DEFAULT_OPTIONS,
     ) -> None:
@@ -161,25 +150,13 @@ class MooncakeTier(RemoteTier[MooncakeTierStats]):
         self._slot_bytes = tuple(_HEADER_SLOT_BYTES if direct else copied_slot for direct in self._zero_copy)
         self._slots = torch.zeros(sum(self._slot_bytes), dtype=torch.uint8)
         self._slot_view = self._slots.numpy().data
-        self._connect = functools.partial(
-            connect,
-            master=master,
-            metadata_server=metadata_server,
-            protocol=protocol,
-            devices=devices,
-            local_hostname=local_hostname,
-            global_segment_size=global_segment_size,
-            local_buffer_size=local_buffer_size,
-            replicas=replicas,
-            timeout=timeout,
-            client_log_level=client_log_level,
-        )
+        self._connect = functools.partial(connect, client)
         self._connection: MooncakeConnection | None = None
         super().__init__(
             host_blocks,
             identity=identity,
             name="mooncake tier",
-            where=master,
+            where=client.master,
             medium=MEDIUM,
             mac=mac,
             options=options,

@@ -71,11 +71,11 @@ def tier_on(
     return MooncakeTier(
         host,
         identity=identity if identity is not None else example_identity(int(host.shape[1])),
-        master=master if master is not None else store.master,
-        metadata_server=metadata_server if metadata_server is not None else store.metadata_server,
-        global_segment_size=0,
-        local_buffer_size=16 << 20,
-        timeout=timeout,
+        client=replace(
+            store.client(timeout),
+            master=master if master is not None else store.master,
+            metadata_server=metadata_server if metadata_server is not None else store.metadata_server,
+        ),
         integrity_key=integrity_key,
         options=replace(
             options,

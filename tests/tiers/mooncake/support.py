@@ -120,6 +120,17 @@ class MooncakeStore:
         """The metadata server's URL."""
         return f"http://{HOST}:{self.metadata_port}/metadata"
 
+    def client(self, timeout: float = 5.0) -> mooncake_client.MooncakeClientOptions:
+        """Options of a client that reaches this store and lends it no memory, its calls to the master bounded by ``timeout``."""
+        return mooncake_client.MooncakeClientOptions(
+            master=self.master,
+            metadata_server=self.metadata_server,
+            local_hostname=HOST,
+            global_segment_size=0,
+            local_buffer_size=16 << 20,
+            timeout=timeout,
+        )
+
     def tier_config(self) -> dict[str, object]:
         """A ``kind: mooncake`` tier config that reaches this store, lending it no memory of the tier's own."""
         return {
@@ -143,17 +154,7 @@ class MooncakeStore:
 
     def raw(self) -> RawStore:
         """A plain client of the store that lends it nothing, set up by the tier's own :func:`~kvcontract.tiers.mooncake.client.connect`."""
-        raw = mooncake_client.connect(
-            master=self.master,
-            metadata_server=self.metadata_server,
-            protocol="tcp",
-            devices="",
-            local_hostname=HOST,
-            global_segment_size=0,
-            local_buffer_size=16 << 20,
-            replicas=1,
-            timeout=_START_LIMIT_S,
-        ).store
+        raw = mooncake_client.connect(self.client(timeout=_START_LIMIT_S)).store
         assert isinstance(raw, RawStore), f"{type(raw).__name__} lacks a call of RawStore"
         return raw
 
