@@ -1,6 +1,6 @@
 """The layering of the package, drawn from its import statements with :mod:`ast`.
 
-Contracts < components < assembly < simulation < planning and observation < commands and
+Contracts < components < assembly < the engine driver < simulation < planning and observation < commands and
 integrations: a package imports its own layer or those below, never one above. Drawn here
 rather than with import-linter because the rules also tell a module-level import from one
 in a function body or under ``TYPE_CHECKING`` (the optional parts may be imported lazily),
@@ -25,6 +25,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"kvcontract", "kvcontract.contracts", "kvcontract.enforce", "kvcontract.extras"}),
     frozenset({"kvcontract.policies", "kvcontract.managers", "kvcontract.tiers", "kvcontract.transfer"}),
     frozenset({"kvcontract.config", "kvcontract.assembly", "kvcontract.metrics", "kvcontract.prometheus"}),
+    frozenset({"kvcontract.engine_driver"}),
     frozenset({"kvcontract.sim"}),
     frozenset({"kvcontract.plan", "kvcontract.observe"}),
     frozenset(
@@ -62,7 +63,7 @@ def module_name(path: Path) -> str:
 
 
 def package_of(module: str) -> str:
-    """The unit a layer holds: ``kvcontract.sim.driver`` is in ``kvcontract.sim``."""
+    """The unit a layer holds: ``kvcontract.sim.trace`` is in ``kvcontract.sim``."""
     return ".".join(module.split(".")[:2])
 
 

@@ -37,10 +37,11 @@ from rich.console import Console
 from rich.table import Table
 
 from kvcontract.enforce import configure
+from kvcontract.engine_driver.keys import key_chains
+from kvcontract.engine_driver.orders import RequestServer
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.policies import available_policies
 from kvcontract.sim import TraceRequest, read_trace, replay
-from kvcontract.sim.driver import RequestServer, key_chains
 from kvcontract.sim.shipped import shipped_trace
 
 DEFAULT_TRACE = shipped_trace("mooncake-conversation")
@@ -100,7 +101,7 @@ BLOCK_TOKENS = 16
 
 
 def replay_vllm(manager: Any, chains: Sequence[Sequence[bytes]], contexts: Sequence[Any]) -> tuple[int, float]:
-    """kvcontract's order (``kvcontract.sim.driver``) over vLLM's manager: hit blocks and CPU seconds.
+    """kvcontract's order (``kvcontract.engine_driver``) over vLLM's manager: hit blocks and CPU seconds.
 
     vLLM 0.33's manager has ``touch`` and the driver calls it; 0.34 removed it and commits
     recency at ``on_request_finished``.
