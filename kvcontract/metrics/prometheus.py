@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvcontract.extras import MissingExtraError
-from kvcontract.metrics import MetricsCollector
+from kvcontract.metrics.collector import MetricsCollector
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
