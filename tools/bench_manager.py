@@ -24,6 +24,7 @@ before it starts the clock.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import sys
 import time
@@ -206,11 +207,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--peer-only", action="store_true", help="print only the peer comparison")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the peer comparison (default 5)")
     options = parser.parse_args(argv)
-    if options.peer or options.peer_only:
-        try:
-            import vllm.v1.kv_offload.cpu.manager  # noqa: F401  # the peer column needs vLLM
-        except ImportError:
-            sys.exit("--peer needs vLLM: pip install 'kvcontract[vllm]'")
+    if (options.peer or options.peer_only) and importlib.util.find_spec("vllm") is None:
+        sys.exit("--peer needs vLLM: pip install 'kvcontract[vllm]'")
     policies = [name.strip() for name in options.policies.split(",") if name.strip()]
     unknown = sorted(set(policies) - set(available_policies()))
     if unknown or options.repeats < 1 or options.segment < 1:
