@@ -99,5 +99,6 @@ def serve_metrics(collector: MetricsCollector, port: int, address: str = "127.0.
     def stop() -> None:
         server.shutdown()
         thread.join()
+        server.server_close()  # the listening socket: shutdown() only ends the serving loop
 
     return MetricsServer(server.server_port, stop)
