@@ -42,6 +42,7 @@ from kvcontract.sim.trace import read_trace
 from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier
 from kvcontract.tiers.mooncake import tier as mooncake_tier
+from kvcontract.tiers.remote_tier import RemoteTierOptions
 from kvcontract.tiers.store_value import header_size
 from tests.tiers.mooncake.support import MooncakeStore, RawStore
 
@@ -131,9 +132,9 @@ def _measure(
         metadata_server=store.metadata_server,
         global_segment_size=0,
         local_buffer_size=16 << 20,
-        io_threads=io_threads,
         timeout=30.0,
         integrity_key=os.urandom(32) if sealed else None,
+        options=RemoteTierOptions(io_threads=io_threads),
     )
     job_ids = itertools.count(1)
     ratios: dict[str, list[float]] = {"store": [], "load": [], "store cpu": [], "load cpu": []}

@@ -39,6 +39,7 @@ from kvcontract.sim.trace import read_trace
 from kvcontract.testing import example_identity
 from kvcontract.tiers import RedisTier
 from kvcontract.tiers.redis.client import RedisClient
+from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.tiers.redis.support import HOST, RedisServer
 
 BLOCK_SIZES = (64 << 10, 512 << 10, 2 << 20)
@@ -104,10 +105,10 @@ def _measure(
         host,
         identity=example_identity(block_bytes),
         url=server.url,
-        io_threads=io_threads,
         pool_size=io_threads + 2,
         socket_timeout=30.0,
         integrity_key=os.urandom(32) if sealed else None,
+        options=RemoteTierOptions(io_threads=io_threads),
     )
     job_ids = itertools.count(1)
     ratios: dict[str, list[float]] = {"store": [], "load": []}
@@ -213,7 +214,9 @@ def hits(trace: Path, engines: int, requests: int | None, console: Console) -> N
 def _bytes_per_block(server: RedisServer, block_bytes: int) -> int:
     """Server memory per stored block of ``block_bytes``: the growth of ``used_memory`` over many blocks."""
     host = torch.zeros((1, block_bytes), dtype=torch.uint8)
-    tier = RedisTier(host, identity=example_identity(block_bytes), url=server.url, namespace="calibration")
+    tier = RedisTier(
+        host, identity=example_identity(block_bytes), url=server.url, options=RemoteTierOptions(namespace="calibration")
+    )
     try:
         before = _used_memory(server)
         keys = [make_offload_key(i.to_bytes(8, "big")) for i in range(_CALIBRATION_BLOCKS)]

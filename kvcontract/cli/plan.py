@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from kvcontract.cli.config_command import load_command_config
@@ -55,9 +56,10 @@ def run_plan(options: argparse.Namespace) -> int:
     block_bytes = options.block_bytes
     if block_bytes is not None and block_bytes < 1:
         raise UsageError(f"--block-bytes must be at least 1, got {block_bytes}")
-    if options.config is not None:
-        block_bytes = load_command_config(options.config).kv_layout.offload_block_bytes
-    requests = read_block_lists(options.trace)
+    requests: Sequence[Sequence[int]] = read_block_lists(options.trace)
+    if options.config is not None:  # a hybrid layout: host blocks of each group's keys
+        layout = load_command_config(options.config).kv_layout
+        block_bytes, requests = layout.offload_block_bytes, layout.grouped_requests(requests)
     unique = len({hash_id for request in requests for hash_id in request})
     if not unique:
         raise UsageError(f"{options.trace}: the trace has no blocks; give requests with hash ids")

@@ -10,7 +10,7 @@ below) at this boundary, so that no config can make the components hang or alloc
 no machine has; the components trust a validated config. After validation every capacity
 is a number of offload blocks, so a config dumped and loaded again is the same config.
 
-The package's rooms: the models (``layout``, ``identity``, ``policy``, ``manager``, ``tiers``,
+The package's rooms: the models (``layout`` and its ``layout_groups``, ``identity``, ``policy``, ``manager``, ``tiers``,
 ``observe``, ``model``), sizes and limits, the loader, environment overrides, and the
 machine checks.
 """
@@ -18,6 +18,7 @@ machine checks.
 from kvcontract.config.errors import ConfigError
 from kvcontract.config.identity import IdentityConfig
 from kvcontract.config.layout import LAYOUT_PRESETS, KVLayout
+from kvcontract.config.layout_groups import FullAttentionGroup, LayoutGroup, RecurrentStateGroup, SlidingWindowGroup
 from kvcontract.config.limits import ConfigLimits
 from kvcontract.config.loader import config_json_schema, load_config, read_config
 from kvcontract.config.machine import check_machine, physical_memory_bytes
@@ -39,17 +40,21 @@ __all__ = [
     "ConfigError",
     "ConfigLimits",
     "FileTierConfig",
+    "FullAttentionGroup",
     "IdentityConfig",
     "ObserveConfig",
     "WhatIfConfig",
     "KVContractConfig",
     "KVLayout",
     "LAYOUT_PRESETS",
+    "LayoutGroup",
     "ManagerConfig",
     "MooncakeTierConfig",
     "PolicyConfig",
+    "RecurrentStateGroup",
     "RedisTierConfig",
     "ReuseAdmissionConfig",
+    "SlidingWindowGroup",
     "TieringManagerConfig",
     "TransferConfig",
     "check_machine",

@@ -106,7 +106,8 @@ def shown_value(value: object) -> str:
     return text if len(text) <= 80 else f"{text[:77]}..."
 
 
-_KIND_TAGS = frozenset({"cpu", "tiering", "file", "redis", "mooncake"})
+_KIND_TAGS = frozenset({"cpu", "tiering", "file", "redis", "mooncake", "external"})
+"""The tags pydantic puts in a field's path for the member of a union ``kind`` picks (``external``: a tier of another package)."""
 
 
 def _field_path(location: Sequence[int | str]) -> str:

@@ -1,8 +1,8 @@
-"""What one block holds: the KV layout, its dtypes and presets."""
+"""What one block holds: the KV layout, its dtypes and presets, and a hybrid model's groups."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal, Self, cast
 
 from pydantic import (
@@ -12,6 +12,7 @@ from pydantic import (
 )
 
 from kvcontract.config.base import ConfigModel
+from kvcontract.config.layout_groups import LayoutGroup, RecurrentStateGroup, grouped_hash_ids
 from kvcontract.config.limits import ConfigLimits
 
 _DTYPE_BYTES = {
@@ -40,6 +41,15 @@ class KVLayout(ConfigModel):
     num_kv_heads: int = Field(default=8, ge=1, le=ConfigLimits.MAX_KV_HEADS)
     head_dim: int = Field(default=128, ge=1, le=ConfigLimits.MAX_HEAD_DIM)
     dtype: Dtype = "bfloat16"
+    groups: tuple[LayoutGroup, ...] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=ConfigLimits.MAX_LAYOUT_GROUPS,
+        description=(
+            "A hybrid model's KV-cache groups (full_attention, sliding_window, recurrent_state), their "
+            "layers adding up to num_layers; each group's blocks are kept under keys of their own."
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -52,6 +62,22 @@ class KVLayout(ConfigModel):
         if "preset" in fields:
             return {**_preset(str(fields.pop("preset"))), **fields}
         return fields
+
+    @model_validator(mode="after")
+    def _groups_hold_the_layers(self) -> Self:
+        if self.groups is not None and sum(group.num_layers for group in self.groups) != self.num_layers:
+            counts = " + ".join(str(group.num_layers) for group in self.groups)
+            raise ValueError(
+                f"groups: their num_layers add up to {sum(g.num_layers for g in self.groups)} ({counts}), "
+                f"but num_layers is {self.num_layers}: every layer belongs to exactly one group"
+            )
+        for index, group in enumerate(self.groups or ()):
+            if isinstance(group, RecurrentStateGroup) and group.state_bytes % ConfigLimits.WORD_BYTES:
+                raise ValueError(
+                    f"groups.{index}.state_bytes: {group.state_bytes} bytes; the copy engines move whole "
+                    f"{ConfigLimits.WORD_BYTES}-byte words: give a multiple of {ConfigLimits.WORD_BYTES}"
+                )
+        return self
 
     @model_validator(mode="after")
     def _offload_block_is_whole_gpu_blocks(self) -> Self:
@@ -86,15 +112,34 @@ class KVLayout(ConfigModel):
         """Bytes of one element."""
         return _DTYPE_BYTES[self.dtype]
 
+    def _attention_bytes(self, layers: int) -> int:
+        """Bytes of one GPU block of ``layers`` attention layers, K and V."""
+        return 2 * layers * self.block_tokens * self.num_kv_heads * self.head_dim * self.dtype_bytes
+
     @property
     def gpu_block_bytes(self) -> int:
-        """Bytes of one GPU block over all layers, K and V."""
-        return 2 * self.num_layers * self.block_tokens * self.num_kv_heads * self.head_dim * self.dtype_bytes
+        """Bytes of one GPU block over all layers, K and V; with ``groups``, of the largest group's block
+        (a recurrent state's block is its state), the page size the engine gives every group."""
+        if self.groups is None:
+            return self._attention_bytes(self.num_layers)
+        return max(
+            group.state_bytes if isinstance(group, RecurrentStateGroup) else self._attention_bytes(group.num_layers)
+            for group in self.groups
+        )
 
     @property
     def offload_block_bytes(self) -> int:
-        """Bytes of one offload block over all layers, K and V."""
+        """Bytes of one offload block over all layers, K and V; with ``groups``, one host block, which
+        holds one group's offload block (a key per block and group) in pages of the largest group's."""
         return self.gpu_block_bytes * self.blocks_per_offload_block
+
+    def grouped_requests(self, requests: Sequence[Sequence[int]]) -> Sequence[Sequence[int]]:
+        """Requests' block hash ids (one per offload block) as the keys the layout's groups keep:
+        ``requests`` themselves without ``groups``, see :func:`~kvcontract.config.layout_groups.grouped_hash_ids`."""
+        if self.groups is None:
+            return requests
+        names = {(-1, -1): 1 + max((hash_id for hash_ids in requests for hash_id in hash_ids), default=0)}
+        return [grouped_hash_ids(hash_ids, self.groups, self.offload_block_tokens, names) for hash_ids in requests]
 
 
 LAYOUT_PRESETS: Mapping[str, Mapping[str, int | str]] = {

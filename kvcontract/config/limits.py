@@ -24,6 +24,10 @@ class ConfigLimits:
     MAX_OFFLOAD_BLOCK_TOKENS: ClassVar[int] = 65_536
     MAX_OFFLOAD_BLOCK_BYTES: ClassVar[int] = 1 << 30
     """One offload block over all layers, K and V: 1 GiB."""
+    MAX_CONTEXT_TOKENS: ClassVar[int] = 1 << 24
+    """A sliding window of ``kv_layout.groups``: 16 Mi tokens, more than any model's context."""
+    MAX_LAYOUT_GROUPS: ClassVar[int] = 64
+    """KV-cache groups in ``kv_layout.groups``."""
     WORD_BYTES: ClassVar[int] = 8
     """The K (or V) half of a GPU block in one layer is a whole number of these words."""
     MAX_CAPACITY_BLOCKS: ClassVar[int] = 1 << 32

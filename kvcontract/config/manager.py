@@ -39,6 +39,9 @@ class TieringManagerConfig(ConfigModel):
     kind: Literal["tiering"] = "tiering"
     primary: CPUManagerConfig = CPUManagerConfig()
     secondary: list[TierConfig] = Field(default_factory=list[TierConfig])
+    cascade_share: float = Field(default=1.0, gt=0, le=1)
+    """The share of host memory that writes to the tiers in flight may pin together; blocks beyond it are
+    not written down (``skipped_cascades``). Below 1, a tier that stops answering cannot take all of it."""
 
 
 ManagerConfig = Annotated[CPUManagerConfig | TieringManagerConfig, Field(discriminator="kind")]

@@ -1,13 +1,17 @@
-"""The secondary tiers a tiering manager keeps: file, Redis and Mooncake."""
+"""The secondary tiers a tiering manager keeps: file, Redis, Mooncake, and tiers of other packages by module path or entry point."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Literal, Self, cast
 
 from pydantic import (
     ByteSize,
+    Discriminator,
     Field,
+    JsonValue,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -16,6 +20,9 @@ from kvcontract.config.base import ConfigModel
 from kvcontract.config.limits import ConfigLimits
 from kvcontract.config.policy import PolicyConfig
 from kvcontract.config.sizes import Capacity
+
+if TYPE_CHECKING:
+    from kvcontract.tiers.remote_tier import RemoteTierOptions
 
 _KEY_FILE = (
     "A file of 32 or more secret bytes (chmod 600, this user's) that the engines sharing the tier hold: every "
@@ -30,6 +37,10 @@ _EVENTS = "Keep OffloadingEvents for take_events; off (the default), the tier ke
 _PASSWORD_FILE = (
     "A file holding the Redis ACL user's password (chmod 600, this user's); its trailing newline is dropped."
 )
+
+
+BUILT_IN_KINDS = ("file", "redis", "mooncake")
+"""The kinds with a config model of their own here; any other ``kind`` names an :class:`ExternalTierConfig`'s tier."""
 
 
 class FileTierConfig(ConfigModel):
@@ -71,7 +82,38 @@ class FileTierConfig(ConfigModel):
         return value
 
 
-class RedisTierConfig(ConfigModel):
+class RemoteTierConfig(ConfigModel):
+    """What every tier on a remote store takes (Redis, Mooncake): one :class:`~kvcontract.tiers.remote_tier.RemoteTierOptions` for the tier.
+
+    ``start_degraded`` starts the tier even when the store does not answer, retrying every
+    ``retry_interval`` seconds; ``lookup_timeout`` is how long a key not known is answered
+    ``RETRY`` before ``MISS``. Timeouts are seconds.
+    """
+
+    namespace: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[^{}:\s]+$")
+    io_threads: int = Field(default=4, ge=1, le=ConfigLimits.MAX_IO_THREADS)
+    lookup_timeout: float = Field(default=0.1, gt=0)
+    start_degraded: bool = False
+    retry_interval: float = Field(default=1.0, gt=0)
+    integrity_key_file: Path | None = Field(default=None, description=_KEY_FILE)
+    job_deadline: float | None = Field(default=10.0, gt=0, description=_JOB_DEADLINE)
+    known_keys: int = Field(default=1 << 16, ge=1, le=ConfigLimits.MAX_TRACKER_SIZE, description=_KNOWN_KEYS)
+    enable_events: bool = Field(default=False, description=_EVENTS)
+
+    def options(self) -> RemoteTierOptions:
+        """The options of the tier this config describes, as one value its constructor takes whole.
+
+        Every field named like one of :class:`~kvcontract.tiers.remote_tier.RemoteTierOptions`
+        goes in it, so an option added there and here travels without a third copy of its name.
+        """
+        from dataclasses import fields
+
+        from kvcontract.tiers.remote_tier import RemoteTierOptions
+
+        return RemoteTierOptions(**self.model_dump(include={option.name for option in fields(RemoteTierOptions)}))
+
+
+class RedisTierConfig(RemoteTierConfig):
     """Blocks as values on a Redis server or Redis Cluster that many engines share; Redis owns capacity.
 
     Give ``url`` or ``cluster_nodes`` (``host:port``). Timeouts are seconds. Key names
@@ -88,16 +130,8 @@ class RedisTierConfig(ConfigModel):
     namespace: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[^{}\s]+$")
     socket_timeout: float = Field(default=1.0, gt=0)
     connect_timeout: float = Field(default=1.0, gt=0)
-    lookup_timeout: float = Field(default=0.1, gt=0)
     pool_size: int = Field(default=8, ge=2)
     ttl_seconds: int | None = Field(default=None, ge=1)
-    io_threads: int = Field(default=4, ge=1, le=ConfigLimits.MAX_IO_THREADS)
-    start_degraded: bool = False
-    retry_interval: float = Field(default=1.0, gt=0)
-    integrity_key_file: Path | None = Field(default=None, description=_KEY_FILE)
-    job_deadline: float | None = Field(default=10.0, gt=0, description=_JOB_DEADLINE)
-    known_keys: int = Field(default=1 << 16, ge=1, le=ConfigLimits.MAX_TRACKER_SIZE, description=_KNOWN_KEYS)
-    enable_events: bool = Field(default=False, description=_EVENTS)
     username: str | None = Field(default=None, min_length=1, max_length=256, pattern=r"^\S+$")
     password_file: Path | None = Field(default=None, description=_PASSWORD_FILE)
     tls: bool = Field(default=False, description="TLS to the cluster's nodes; a url says it with rediss://.")
@@ -127,7 +161,7 @@ class RedisTierConfig(ConfigModel):
         return self
 
 
-class MooncakeTierConfig(ConfigModel):
+class MooncakeTierConfig(RemoteTierConfig):
     """Blocks as objects in a Mooncake Store that many engines share; Mooncake owns capacity and eviction.
 
     ``master`` is ``host:port`` of ``mooncake_master``; ``metadata_server`` its HTTP metadata
@@ -150,15 +184,61 @@ class MooncakeTierConfig(ConfigModel):
     client_log_level: Literal["INFO", "WARNING", "ERROR"] = Field(
         default="WARNING", description="The least level of the Mooncake client's own log lines (MC_LOG_LEVEL)."
     )
-    io_threads: int = Field(default=4, ge=1, le=ConfigLimits.MAX_IO_THREADS)
-    namespace: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[^{}:\s]+$")
-    lookup_timeout: float = Field(default=0.1, gt=0)
-    start_degraded: bool = False
-    retry_interval: float = Field(default=1.0, gt=0)
-    integrity_key_file: Path | None = Field(default=None, description=_KEY_FILE)
-    job_deadline: float | None = Field(default=10.0, gt=0, description=_JOB_DEADLINE)
-    known_keys: int = Field(default=1 << 16, ge=1, le=ConfigLimits.MAX_TRACKER_SIZE, description=_KNOWN_KEYS)
-    enable_events: bool = Field(default=False, description=_EVENTS)
 
 
-TierConfig = Annotated[FileTierConfig | RedisTierConfig | MooncakeTierConfig, Field(discriminator="kind")]
+class ExternalTierConfig(ConfigModel):
+    """A tier another package provides: ``kind`` is ``"package.module:Class"`` or the name of an entry point of ``kvcontract.tiers``.
+
+    The class must inherit ``SecondaryTier``; it is built as ``Class(host_blocks,
+    identity=identity, **options)``. ``options`` are checked against its constructor's
+    parameters when the config is loaded, and their values by the constructor when it is built.
+    """
+
+    kind: str = Field(min_length=1)
+    options: dict[str, JsonValue] = Field(default_factory=dict[str, JsonValue])
+
+    @field_validator("kind")
+    @classmethod
+    def _known_tier(cls, kind: str) -> str:
+        from kvcontract.tiers.registry import find_tier
+
+        try:
+            find_tier(kind)
+        except ValueError as error:
+            built_in = "" if ":" in kind else f" (the built-in kinds are {', '.join(BUILT_IN_KINDS)})"
+            raise ValueError(f"{error}{built_in}") from None
+        return kind
+
+    @model_validator(mode="after")
+    def _options_fit(self) -> Self:
+        from kvcontract.tiers.registry import find_tier
+
+        tier = find_tier(self.kind)
+        signature = inspect.signature(tier)
+        try:
+            signature.bind(None, identity=None, **self.options)
+        except TypeError as error:
+            taken = [name for name in list(signature.parameters)[1:] if name != "identity"]
+            raise ValueError(
+                f"options: {self.kind} does not take them ({error}); its constructor takes "
+                f"{', '.join(taken) or 'no options'} besides host_blocks and identity"
+            ) from None
+        return self
+
+
+def _tier_tag(data: object) -> str:
+    """The union member a tier's config is read as: its own model for a built-in kind, else the external one."""
+    kind: object = (
+        cast("dict[str, object]", data).get("kind") if isinstance(data, dict) else getattr(data, "kind", None)
+    )
+    return kind if isinstance(kind, str) and kind in BUILT_IN_KINDS else "external"
+
+
+TierConfig = Annotated[
+    Annotated[FileTierConfig, Tag("file")]
+    | Annotated[RedisTierConfig, Tag("redis")]
+    | Annotated[MooncakeTierConfig, Tag("mooncake")]
+    | Annotated[ExternalTierConfig, Tag("external")],
+    Discriminator(_tier_tag),
+]
+"""A tier's config: ``kind`` picks the model."""

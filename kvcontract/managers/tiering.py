@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Protocol, runtime_checkable
 
 from typing_extensions import override
@@ -42,9 +43,13 @@ _NOT_IN_TIER = (LookupResult.MISS, LookupResult.RETRY)
 """Tier answers that make a cascade write the key: a tier still asking (remote tiers) may not hold it."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TierStats:
-    """Counters of one secondary tier, in blocks and bytes."""
+    """Counters of one secondary tier, in blocks and bytes.
+
+    The manager counts in one per tier; :meth:`TieringOffloadingManager.stats` hands out copies,
+    with what the tier itself counts of its checks and whether its store answers.
+    """
 
     name: str
     hits: int = 0
@@ -56,6 +61,8 @@ class TierStats:
     lookups: int = 0
     promotion_failures: int = 0
     cascade_failures: int = 0
+    skipped_cascades: int = 0
+    """Blocks not written to the tier because cascades in flight already pinned their share of the primary."""
     checksum_failures: int = 0
     """Blocks read back that failed the tier's verification, as the tier counts them (0 if it keeps no count)."""
     identity_mismatches: int = 0
@@ -114,22 +121,9 @@ class _WaitingForRoom:
 
 
 @dataclass
-class _TierCounters:
-    hits: int = 0
-    promoted: int = 0
-    written: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    failed_jobs: int = 0
-    lookups: int = 0
-    promotion_failures: int = 0
-    cascade_failures: int = 0
-
-
-@dataclass
 class _TierState:
     tier: SecondaryTier
-    counters: _TierCounters = field(default_factory=_TierCounters)
+    counters: TierStats
     queued: list[tuple[OffloadKey, int]] = field(default_factory=list[tuple[OffloadKey, int]])
     promotions: dict[int, Sequence[OffloadKey]] = field(default_factory=dict[int, Sequence[OffloadKey]])
     cascades: dict[int, Sequence[OffloadKey]] = field(default_factory=dict[int, Sequence[OffloadKey]])
@@ -139,13 +133,32 @@ class TieringOffloadingManager(OffloadingManager):
     """``primary`` (host memory) in front of ``tiers``, searched in order on a primary miss.
 
     A request whose promotion finds no free primary block waits up to ``room_wait`` seconds
-    for one (its lookups answer ``RETRY``) while other jobs hold primary blocks.
+    for one (its lookups answer ``RETRY``) while other jobs hold primary blocks. Cascades in
+    flight pin at most ``cascade_share`` of the primary's capacity: a tier that stops answering
+    holds no more than that of host memory until its jobs fail, and the blocks beyond it are
+    not written to the tier (``skipped_cascades``).
     """
 
-    def __init__(self, primary: OffloadingManager, tiers: Sequence[SecondaryTier], *, room_wait: float = 2.0) -> None:
+    def __init__(
+        self,
+        primary: OffloadingManager,
+        tiers: Sequence[SecondaryTier],
+        *,
+        room_wait: float = 2.0,
+        cascade_share: float = 1.0,
+    ) -> None:
+        if not 0 < cascade_share <= 1:
+            raise ValueError(
+                f"cascade_share must be a fraction of the primary's capacity in (0, 1], got {cascade_share!r}"
+            )
         self._primary = primary
         self._room_wait = room_wait
-        self._tiers = [_TierState(tier) for tier in tiers]
+        capacity = primary.stats().capacity
+        self._cascade_room = max(1, int(capacity * cascade_share)) if capacity > 0 else None
+        """Primary blocks that cascades in flight may pin together (``None``: a primary of unknown capacity, no bound)."""
+        self._cascading: Counter[OffloadKey] = Counter()
+        """The primary blocks cascades in flight pin, each with the number of its cascades (one per tier)."""
+        self._tiers = [_TierState(tier, TierStats(type(tier).__name__)) for tier in tiers]
         self._promoting: dict[OffloadKey, bool] = {}
         self._job_ids = itertools.count(1)
         self._own = ReqContext("kvcontract-tiering")
@@ -305,7 +318,7 @@ class TieringOffloadingManager(OffloadingManager):
     def _cascade(self, keys: Sequence[OffloadKey]) -> None:
         """Write ``keys``, readable in the primary since a successful ``complete_store``, to every tier."""
         for state in self._tiers:
-            missing = [k for k in keys if state.tier.lookup(k) in _NOT_IN_TIER]
+            missing = self._within_room(state, [k for k in keys if state.tier.lookup(k) in _NOT_IN_TIER])
             if not missing:
                 continue
             spec = self._primary.prepare_load(missing, self._own)
@@ -317,10 +330,25 @@ class TieringOffloadingManager(OffloadingManager):
                 raise
             if submitted:
                 state.cascades[job] = missing
+                self._cascading.update(missing)
             else:
                 state.counters.failed_jobs += 1
                 state.counters.cascade_failures += 1
                 self._primary.complete_load(missing, self._own)
+
+    def _within_room(self, state: _TierState, keys: list[OffloadKey]) -> list[OffloadKey]:
+        """The keys whose cascade stays within the room cascades may pin: blocks already pinned by
+        another tier's cascade cost none; the others are counted in ``skipped_cascades``."""
+        if self._cascade_room is None:
+            return keys
+        room = self._cascade_room - len(self._cascading)
+        kept: list[OffloadKey] = []
+        for key in keys:
+            if key in self._cascading or room > 0:
+                room -= key not in self._cascading
+                kept.append(key)
+        state.counters.skipped_cascades += len(keys) - len(kept)
+        return kept
 
     @override
     def on_request_finished(self, req_context: ReqContext) -> None:
@@ -339,15 +367,7 @@ class TieringOffloadingManager(OffloadingManager):
     def stats(self) -> TieringStats:
         self._poll()
         primary = self._primary.stats()
-        tiers = tuple(
-            TierStats(
-                type(state.tier).__name__,
-                **asdict(state.counters),
-                **_verification(state.tier),
-                reachable=not isinstance(state.tier, _HealthReporting) or state.tier.healthy,
-            )
-            for state in self._tiers
-        )
+        tiers = tuple(_snapshot(state) for state in self._tiers)
         counters = {f.name: getattr(primary, f.name) for f in fields(ManagerStats)}
         return TieringStats(**counters, tiers=tiers)
 
@@ -425,6 +445,10 @@ class TieringOffloadingManager(OffloadingManager):
             return
         cascaded = state.cascades.pop(result.job_id, None)
         if cascaded is not None:
+            self._cascading.subtract(cascaded)
+            for key in cascaded:
+                if self._cascading[key] <= 0:
+                    del self._cascading[key]
             state.counters.cascade_failures += not result.success
             if result.success:
                 state.counters.written += len(cascaded)
@@ -452,9 +476,15 @@ def _block_ids(spec: LoadStoreSpec) -> Sequence[int]:
     return spec.block_ids
 
 
-def _verification(tier: SecondaryTier) -> dict[str, int]:
-    """What ``tier`` counts of its failed checks: the counts its stats name, 0 for any it does not keep."""
-    if not isinstance(tier, _VerifyingTier):
-        return {}
-    counts = tier.stats()
-    return {name: getattr(counts, name, 0) for name in ("checksum_failures", "identity_mismatches", "forged_values")}
+def _snapshot(state: _TierState) -> TierStats:
+    """A copy of the counters kept for ``state``'s tier, with what the tier counts of its failed checks (0 for any it
+    does not keep) and whether its store answers."""
+    tier = state.tier
+    counts = tier.stats() if isinstance(tier, _VerifyingTier) else None
+    return replace(
+        state.counters,
+        checksum_failures=getattr(counts, "checksum_failures", 0),
+        identity_mismatches=getattr(counts, "identity_mismatches", 0),
+        forged_values=getattr(counts, "forged_values", 0),
+        reachable=not isinstance(tier, _HealthReporting) or tier.healthy,
+    )

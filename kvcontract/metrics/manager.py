@@ -99,6 +99,13 @@ def tier_samples(tier: TierStats, label: str) -> Iterator[MetricSample]:
     ):
         yield MetricSample(name, "counter", documentation, value, labels, vllm_name=True)
     yield MetricSample(
+        "skipped_cascades_total",
+        "counter",
+        "Blocks not written to a secondary tier because cascades in flight already pinned their share of host memory.",
+        tier.skipped_cascades,
+        labels,
+    )
+    yield MetricSample(
         "checksum_failures_total",
         "counter",
         "Blocks read back from a secondary tier that failed their checksum "

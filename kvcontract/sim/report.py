@@ -21,8 +21,8 @@ from kvcontract.config import (
     FileTierConfig,
     KVContractConfig,
     MooncakeTierConfig,
-    RedisTierConfig,
 )
+from kvcontract.config.tiers import ExternalTierConfig, TierConfig
 from kvcontract.extras import MissingExtraError
 from kvcontract.sim.observer import WhatIfSummary
 from kvcontract.sim.output import (
@@ -154,7 +154,8 @@ def run_heading(
         f"kvcontract simulate: {workload}{shared}",
         f"  {pool}" + "".join(f"; then {tier}" for tier in tiers),
         f"  layout: {layout.num_layers} layers, {layout.num_kv_heads} KV heads of {layout.head_dim}, {layout.dtype}; "
-        f"{layout.block_tokens}-token GPU blocks, {layout.offload_block_tokens}-token offload blocks of {size_text(block)}",
+        f"{layout.block_tokens}-token GPU blocks, {layout.offload_block_tokens}-token offload blocks of {size_text(block)}"
+        + ("" if layout.groups is None else f" (one group's: {', '.join(g.summary() for g in layout.groups)})"),
     ]
 
 
@@ -162,7 +163,9 @@ def _has_tiers(config: KVContractConfig) -> bool:
     return not isinstance(config.manager, CPUManagerConfig) and bool(config.manager.secondary)
 
 
-def _tier_text(tier: FileTierConfig | RedisTierConfig | MooncakeTierConfig, block: int) -> str:
+def _tier_text(tier: TierConfig, block: int) -> str:
+    if isinstance(tier, ExternalTierConfig):
+        return f"tier {tier.kind}"
     if isinstance(tier, FileTierConfig):
         return f"file tier at {tier.path}: {tier.policy.kind} eviction, {tier.capacity:,} blocks ({size_text(tier.capacity * block)})"
     if isinstance(tier, MooncakeTierConfig):

@@ -142,9 +142,13 @@ def build_engine(
     device = resolve_device(config.transfer.device)
     layout = config.kv_layout
     region_blocks = max(1, max_blocks_per_request) * layout.blocks_per_offload_block
-    shape = (2 * region_blocks, 2, layout.block_tokens, layout.num_kv_heads, layout.head_dim)
+    shape: tuple[int, ...] = (2 * region_blocks, 2, layout.block_tokens, layout.num_kv_heads, layout.head_dim)
+    layers = layout.num_layers
+    if layout.groups is not None:  # a key per block and group, each a page of the largest group's bytes
+        region_blocks *= len(layout.groups)
+        shape, layers = (2 * region_blocks, layout.gpu_block_bytes // layout.dtype_bytes), 1
     dtype = getattr(torch, layout.dtype)
-    kv_caches = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layout.num_layers)]
+    kv_caches = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
     torch_worker = build_worker(config, kv_caches)
     manager = build_manager(config, host_blocks=torch_worker.host_buffer)
     if metrics is None:
@@ -211,7 +215,9 @@ class EngineSimulator:
         requests: Sequence[Sequence[int]],
         on_request: Callable[[int], None] | None = None,
     ) -> SimulationReport:
-        """Serve ``requests`` (each a list of prefix block hash ids) in order; verify every load."""
+        """Serve ``requests`` (each a list of prefix block hash ids) in order; verify every load. With
+        ``kv_layout.groups``, each request's keys are those its groups keep (``KVLayout.grouped_requests``)."""
+        requests = self._config.kv_layout.grouped_requests(requests)
         started = time.perf_counter()
         every = max(1, len(requests) // _SAMPLES)
         samples: list[ProgressSample] = []

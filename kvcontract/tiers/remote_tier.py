@@ -28,16 +28,18 @@ import time
 from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Generic
 
 import torch
-from typing_extensions import override
+from typing_extensions import TypeVar, override
 
 from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
 from kvcontract.contracts.request import LookupResult
 from kvcontract.contracts.tier import SecondaryTier, TierJob
 from kvcontract.contracts.values import OffloadingEvent, TransferResult
+from kvcontract.tiers.event_log import EventLog
 from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks, check_identity_block_bytes
 from kvcontract.tiers.integrity import MismatchLog, ValueMac
 from kvcontract.tiers.io_pool import PriorityThreadPool
@@ -46,13 +48,13 @@ from kvcontract.tiers.store_value import BadValueError
 __all__ = [
     "BACKGROUND",
     "PREFIX_FINGERPRINT_DIGITS",
-    "DEFAULT_LIMITS",
+    "DEFAULT_OPTIONS",
     "READ",
     "WRITE",
     "Fault",
     "LoadOutcome",
     "RemoteTier",
-    "RemoteTierLimits",
+    "RemoteTierOptions",
     "RemoteTierStats",
 ]
 
@@ -69,58 +71,57 @@ NEVER = float("inf")
 
 
 @dataclass(frozen=True, slots=True)
-class RemoteTierLimits:
-    """What a remote tier keeps and how long a job may take, so that nothing grows with traffic and nothing waits unbounded.
+class RemoteTierOptions:
+    """How a remote tier runs, whatever its store: one value from the config (or the library user) to the tier.
 
-    ``job_deadline``: seconds after which a job the store has not finished is reported failed
-    (``None``: never). ``known_keys``: keys known present that the tier remembers (least
-    recently used forgotten first, then asked again). ``enable_events``: whether the tier keeps
-    ``OffloadingEvent``s for :meth:`~RemoteTier.take_events`; off, it keeps none (an engine
-    that never takes them, as SGLang, would otherwise hold one per stored block).
+    ``namespace`` scopes the tier's keys within its identity. ``io_threads`` run the jobs.
+    ``lookup_timeout``: seconds a key not known is answered ``RETRY`` before ``MISS``;
+    ``lookup_wait``: seconds a lookup waits for the store's answer before saying ``RETRY``
+    (0: never waits). ``retry_interval``: seconds between probes of a store that does not
+    answer; ``start_degraded``: start even so. Nothing grows with traffic and nothing waits
+    unbounded: ``job_deadline`` is the seconds after which a job the store has not finished is
+    reported failed (``None``: never); ``known_keys`` the keys known present that the tier
+    remembers (least recently used forgotten first, then asked again); ``enable_events``
+    whether the tier keeps ``OffloadingEvent``s for :meth:`~RemoteTier.take_events` (off, it
+    keeps none: an engine that never takes them, as SGLang, would otherwise hold one per stored block).
     """
 
+    namespace: str | None = None
+    io_threads: int = 4
+    lookup_timeout: float = 0.1
+    lookup_wait: float = 0.0
+    retry_interval: float = 1.0
+    start_degraded: bool = False
     job_deadline: float | None = None
     known_keys: int = 1 << 16
     enable_events: bool = False
 
     def __post_init__(self) -> None:
+        if self.io_threads < 1:
+            raise ValueError(f"io_threads must be at least 1, got {self.io_threads}")
+        if not self.lookup_timeout > 0 or not self.retry_interval > 0:
+            raise ValueError(
+                f"lookup_timeout and retry_interval must be positive seconds, got {self.lookup_timeout} "
+                f"and {self.retry_interval}"
+            )
+        if not self.lookup_wait >= 0:
+            raise ValueError(f"lookup_wait must be 0 or more seconds, got {self.lookup_wait}")
         if self.job_deadline is not None and not self.job_deadline > 0:
             raise ValueError(f"job_deadline must be a positive number of seconds or None, got {self.job_deadline}")
         if self.known_keys < 1:
             raise ValueError(f"known_keys must be at least 1, got {self.known_keys}")
 
 
-DEFAULT_LIMITS = RemoteTierLimits()
-"""No job deadline, 65,536 known keys, no events."""
+DEFAULT_OPTIONS = RemoteTierOptions()
+"""No namespace, four I/O threads, lookups answered within 0.1 s, no job deadline, 65,536 known keys, no events."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RemoteTierStats:
-    """What a remote tier knows: payload bytes moved, lookup answers, value checks, faults."""
+    """What a remote tier knows: payload bytes moved, lookup answers, value checks, faults.
 
-    bytes_written: int = 0
-    bytes_read: int = 0
-    hits: int = 0
-    misses: int = 0
-    lookups_sent: int = 0
-    lookup_batches: int = 0
-    lookup_timeouts: int = 0
-    evicted: int = 0
-    checksum_failures: int = 0
-    rejected_values: int = 0
-    identity_mismatches: int = 0
-    forged_values: int = 0
-    timeouts: int = 0
-    connection_errors: int = 0
-    reconnects: int = 0
-    failed_jobs: int = 0
-    refused_jobs: int = 0
-    expired_jobs: int = 0
-
-
-@dataclass
-class _Counters:
-    """The mutable counters behind :class:`RemoteTierStats`, changed under the tier's lock."""
+    The tier counts in one of these under its lock; :meth:`RemoteTier.stats` hands out a copy.
+    """
 
     bytes_written: int = 0
     bytes_read: int = 0
@@ -163,18 +164,23 @@ class LoadOutcome:
     error: BaseException | None = None
 
 
-class RemoteTier(SecondaryTier):
+StatsT = TypeVar("StatsT", bound=RemoteTierStats, covariant=True, default=RemoteTierStats)
+"""A remote tier's stats: :class:`RemoteTierStats`, or a store's own with counters of its own added."""
+
+
+class RemoteTier(SecondaryTier, Generic[StatsT]):
     """A secondary tier whose blocks are values of a remote store that many engines share.
 
     ``host_blocks`` is the host memory that job host block ids index: a 2-D ``torch.uint8``
     CPU tensor ``(num_host_blocks, bytes_per_block)``; the caller keeps a job's host blocks
     reserved until :meth:`get_finished` reports the job. ``identity`` is this engine's block
-    identity: the first 16 hex digits of its fingerprint and ``namespace`` (optional, within
-    the identity) name every key, and all of it is in every value, so a value of another
+    identity: the first 16 hex digits of its fingerprint and ``options.namespace`` (optional,
+    within the identity) name every key, and all of it is in every value, so a value of another
     identity is a miss. Subclasses set what their hooks need before calling this constructor,
-    which opens the store (:meth:`_open`) and, with ``start_degraded``, starts without it.
+    which opens the store (:meth:`_open`) and, with ``options.start_degraded``, starts without it.
     ``mac`` (from the integrity key the engines that share blocks hold) seals every value;
-    a value without it, or sealed with another key, is a miss.
+    a value without it, or sealed with another key, is a miss. ``stats`` is the record the tier
+    counts in (a fresh one of the store's own stats type), of which :meth:`stats` hands out copies.
     """
 
     _loads_expire: bool = True
@@ -185,17 +191,12 @@ class RemoteTier(SecondaryTier):
         host_blocks: torch.Tensor,
         *,
         identity: BlockIdentity,
-        namespace: str | None,
         name: str,
         where: str,
         medium: str,
-        io_threads: int,
-        lookup_timeout: float,
-        lookup_wait: float,
-        retry_interval: float,
-        start_degraded: bool,
         mac: ValueMac | None,
-        limits: RemoteTierLimits,
+        options: RemoteTierOptions,
+        stats: StatsT,
     ) -> None:
         tier = type(self).__name__
         check_host_blocks(host_blocks, tier)
@@ -207,39 +208,34 @@ class RemoteTier(SecondaryTier):
         self._fingerprint = identity.fingerprint
         self._mac = mac
         self._forged_logged = False
-        self._namespace = namespace
+        self._options = options
+        namespace = options.namespace
         self._prefix = f"kvc:{identity.fingerprint_hex[:PREFIX_FINGERPRINT_DIGITS]}" + (
             f":{namespace}" if namespace else ""
         )
         self._name = name
         self._where = where
-        self._medium = medium
-        self._lookup_timeout = lookup_timeout
-        self._lookup_wait = lookup_wait
-        self._retry_interval = retry_interval
         self._log = logging.getLogger(type(self).__module__)
         self._healthy = False
         try:
             self._open()
             self._healthy = True
         except ConnectionError:
-            if not start_degraded:
+            if not options.start_degraded:
                 raise
             self._log.warning("%s: %s does not answer; starting degraded", name, where)
         self._lock = threading.Lock()
         self._answered = threading.Condition(self._lock)
-        self._counters = _Counters()
+        self._counters = stats
         self._mismatches = MismatchLog(self._log, f"{name} at {where}", identity.fingerprint_hex)
         self._known: OrderedDict[OffloadKey, float] = OrderedDict()
         self._storing: dict[OffloadKey, int] = {}
         self._asking: dict[OffloadKey, float] = {}
         self._absent: dict[OffloadKey, float] = {}
         self._queued: list[OffloadKey] = []
-        self._events: list[OffloadingEvent] = []
+        self._events = EventLog(medium, enabled=options.enable_events)
         self._finished: list[TransferResult] = []
         self._active_jobs: set[int] = set()
-        self._limits = limits
-        self._job_deadline = limits.job_deadline
         self._deadlines: dict[int, tuple[float, Sequence[int]]] = {}
         """Jobs in flight: when each is overdue, and the host blocks a load writes (empty for a store)."""
         self._expired: set[int] = set()
@@ -251,7 +247,7 @@ class RemoteTier(SecondaryTier):
         self._last_probe = -float("inf")
         self._closed = False
         thread = name.replace(" ", "-")
-        self._pool = PriorityThreadPool(io_threads, name=thread)
+        self._pool = PriorityThreadPool(options.io_threads, name=thread)
         self._lookup_thread = threading.Thread(target=self._lookup_loop, name=f"{thread}-lookup", daemon=True)
         self._lookup_thread.start()
 
@@ -267,12 +263,17 @@ class RemoteTier(SecondaryTier):
     @property
     def namespace(self) -> str | None:
         """The namespace that scopes this tier's keys within its identity, if one was given."""
-        return self._namespace
+        return self._options.namespace
 
     @property
     def healthy(self) -> bool:
         """Whether the last contact with the store succeeded (else lookups miss and submits refuse)."""
         return self._healthy
+
+    def stats(self) -> StatsT:
+        """Counters since the tier started: a copy, which later counting leaves as it is."""
+        with self._lock:
+            return replace(self._counters)
 
     @override
     def lookup(self, key: OffloadKey) -> LookupResult:
@@ -284,8 +285,8 @@ class RemoteTier(SecondaryTier):
         now = time.monotonic()
         with self._lock:
             answer = self._lookup_locked(key, now)
-            if answer is LookupResult.RETRY and self._lookup_wait > 0:
-                self._answered.wait_for(lambda: key not in self._asking, self._lookup_wait)
+            if answer is LookupResult.RETRY and self._options.lookup_wait > 0:
+                self._answered.wait_for(lambda: key not in self._asking, self._options.lookup_wait)
                 answer = self._lookup_locked(key, time.monotonic())
             if answer is LookupResult.HIT:
                 self._counters.hits += 1
@@ -310,7 +311,7 @@ class RemoteTier(SecondaryTier):
             return LookupResult.MISS
         asked = self._asking.get(key)
         if asked is not None:
-            if now - asked <= self._lookup_timeout:
+            if now - asked <= self._options.lookup_timeout:
                 return LookupResult.RETRY
             del self._asking[key]
             self._counters.lookup_timeouts += 1
@@ -393,7 +394,7 @@ class RemoteTier(SecondaryTier):
                 "all. Further ones are counted in expired_jobs",
                 self._name,
                 overdue[0],
-                self._job_deadline,
+                self._options.job_deadline,
                 self._where,
             )
 
@@ -413,21 +414,19 @@ class RemoteTier(SecondaryTier):
             memoryview(self._rows[host_id])[:] = payload
         return True
 
-    def _refuses(self, job_id: int) -> bool:
-        """Whether a job (``job_id`` first of a batch) reaching the I/O threads fails at once, with no call of the store:
-        the breaker is open or the tier shuts down."""
+    def _refuses(self, jobs: int = 1) -> bool:
+        """Whether ``jobs`` jobs reaching the I/O threads together fail at once, with no call of the store
+        (the breaker is open or the tier shuts down); each is counted in ``refused_jobs``."""
         with self._lock:
             if self._healthy and not self._closed:
                 return False
-            self._counters.refused_jobs += 1
+            self._counters.refused_jobs += jobs
         return True
 
     @override
     def take_events(self) -> list[OffloadingEvent]:
         """Blocks stored, and blocks found gone or bad, since the last call (none unless ``enable_events``)."""
-        with self._lock:
-            events, self._events = self._events, []
-        return events
+        return self._events.take()
 
     @override
     def shutdown(self) -> None:
@@ -495,8 +494,8 @@ class RemoteTier(SecondaryTier):
         if job_id in self._active_jobs:
             raise ValueError(f"job id {job_id} is still in flight on {self!r}: give each job a new id")
         self._active_jobs.add(job_id)
-        if self._job_deadline is not None and (not host_ids or self._loads_expire):
-            self._deadlines[job_id] = (time.monotonic() + self._job_deadline, host_ids)
+        if self._options.job_deadline is not None and (not host_ids or self._loads_expire):
+            self._deadlines[job_id] = (time.monotonic() + self._options.job_deadline, host_ids)
 
     def _end_store(
         self,
@@ -531,8 +530,8 @@ class RemoteTier(SecondaryTier):
             for key in written:
                 self._remember(key, expires)
             self._counters.bytes_written += len(written) * self._block_bytes
-            if self._limits.enable_events and written:
-                self._events.append(OffloadingEvent(written, self._medium, removed=False))
+            if written:
+                self._events.record(written, removed=False)
             self._finish(job_id, True, len(written) * self._block_bytes, seconds)
 
     def _reject(self, outcome: LoadOutcome, key: OffloadKey, error: BadValueError) -> None:
@@ -574,8 +573,8 @@ class RemoteTier(SecondaryTier):
                     self._host[host_id].zero_()
             for key in lost:
                 self._known.pop(key, None)
-            if lost and self._limits.enable_events:
-                self._events.append(OffloadingEvent(lost, self._medium, removed=True))
+            if lost:
+                self._events.record(lost, removed=True)
             self._counters.evicted += len(outcome.gone)
             self._counters.checksum_failures += outcome.checksum_failures
             self._counters.rejected_values += (
@@ -623,7 +622,7 @@ class RemoteTier(SecondaryTier):
                 else:
                     self._absent[key] = now
             if len(self._absent) > _LOOKUP_BATCH:
-                horizon = now - self._lookup_timeout
+                horizon = now - self._options.lookup_timeout
                 self._absent = {k: t for k, t in self._absent.items() if t >= horizon}
             self._answered.notify_all()
 
@@ -631,7 +630,7 @@ class RemoteTier(SecondaryTier):
         """Know ``key`` present until ``expires``; the least recently used beyond the bound are forgotten. Lock held."""
         self._known[key] = expires
         self._known.move_to_end(key)
-        if len(self._known) > self._limits.known_keys:
+        if len(self._known) > self._options.known_keys:
             self._known.popitem(last=False)
 
     def _fault_locked(self, error: BaseException, what: str) -> None:
@@ -649,7 +648,7 @@ class RemoteTier(SecondaryTier):
 
     def _probe_locked(self, now: float) -> None:
         """Queue a probe (:meth:`_check`) at most every ``retry_interval`` seconds while unhealthy. Lock held."""
-        if self._probing or self._closed or now - self._last_probe < self._retry_interval:
+        if self._probing or self._closed or now - self._last_probe < self._options.retry_interval:
             return
         self._probing = True
         self._last_probe = now

@@ -282,3 +282,26 @@ def test_plan_splits_hits_over_a_mooncake_tier(tmp_path: Path, capsys: pytest.Ca
     assert document["tiers"]["levels"] == ["host", "mooncake"] and document["tiers"]["tier_capacities"] == {
         "mooncake": 7
     }
+
+
+def test_plan_with_a_hybrid_layout_sizes_host_blocks_of_every_groups_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A window of one offload block keeps each request's last block: 8 unique blocks, 7 more keys."""
+    config = tmp_path / "hybrid.yaml"
+    layout = {"preset": "tiny", "block_tokens": 16, "offload_block_tokens": 64}
+    groups = [
+        {"kind": "full_attention", "num_layers": 1},
+        {"kind": "sliding_window", "num_layers": 1, "window_tokens": 64},
+    ]
+    config.write_text(json.dumps({"kv_layout": {**layout, "groups": groups}}))
+    arguments = ["plan", "--trace", str(_jsonl(tmp_path)), "--capacities", "4,8", "--processes", "1", "--json"]
+    assert main([*arguments, "--config", str(config)]) == 0
+    hybrid = json.loads(capsys.readouterr().out)
+    config.write_text(json.dumps({"kv_layout": layout}))
+    assert main([*arguments, "--config", str(config)]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert (full["unique_blocks"], full["blocks"]) == (7, 18)
+    last_blocks = {request[-1] for request in REQUESTS}
+    assert (hybrid["unique_blocks"], hybrid["blocks"]) == (7 + len(last_blocks), 18 + len(REQUESTS))
+    assert hybrid["block_bytes"] * 2 == full["block_bytes"]  # a host block holds one group's layer

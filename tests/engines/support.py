@@ -129,7 +129,27 @@ class EngineRun:
     """Of the machine's memory, what vLLM's CPU build may reserve (its check runs before the KV cache is sized)."""
     reset_prefix_cache: bool = True
     control: str | None = None
+    record_groups: bool = False
+    """Record what kvcontract moved per KV-cache group (:class:`GroupLedger`)."""
+    engine_options: dict[str, Any] = field(default_factory=dict[str, Any])
+    """More of vLLM's engine arguments (``prefix_cache_retention_interval``)."""
     env: dict[str, str] = field(default_factory=dict[str, str])
+
+
+@dataclass(frozen=True)
+class GroupLedger:
+    """What kvcontract moved per KV-cache group (vLLM's index) by the end of a pass: its layers, the bytes
+    of its block, the bytes its worker stored and loaded, and the end token (vLLM's position of the key
+    in its request) of every block stored and loaded; and the bytes of the offload block vLLM reports
+    to kvcontract's spec, of which a size (``"64MiB"``) makes host blocks."""
+
+    layers: list[list[str]]
+    block_bytes: list[int]
+    spec_block_bytes: int
+    stored_bytes: list[int]
+    loaded_bytes: list[int]
+    stored_ends: list[list[int]]
+    loaded_ends: list[list[int]]
 
 
 @dataclass(frozen=True)
@@ -138,9 +158,16 @@ class Pass:
 
     tokens: list[list[int]]
     counters: dict[str, float]
+    groups: GroupLedger | None = None
+    """With ``record_groups``: what kvcontract moved per KV-cache group so far."""
 
     def counter(self, name: str) -> float:
         return self.counters.get(name, 0.0)
+
+    @property
+    def ledger(self) -> GroupLedger:
+        assert self.groups is not None, "the run did not record groups (record_groups=True)"
+        return self.groups
 
 
 def run_engine(run: EngineRun, workdir: Path, between: Callable[[int], None] | None = None) -> list[Pass]:
@@ -180,7 +207,10 @@ def run_engine(run: EngineRun, workdir: Path, between: Callable[[int], None] | N
     if returncode != 0:
         tail = log.read_text(errors="replace").splitlines()[-40:]
         raise AssertionError(f"the engine exited {returncode}; the end of {log}:\n" + "\n".join(tail))
-    return [Pass(**item) for item in json.loads(result.read_text())["passes"]]
+    return [
+        Pass(item["tokens"], item["counters"], GroupLedger(**item["groups"]) if item["groups"] else None)
+        for item in json.loads(result.read_text())["passes"]
+    ]
 
 
 def offload(**kvcontract: Any) -> dict[str, Any]:

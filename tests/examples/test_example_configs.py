@@ -21,6 +21,7 @@ def test_the_folder_holds_a_config_for_each_setup() -> None:
         "mooncake",
         "vllm",
         "sglang",
+        "hybrid",
     }
 
 

@@ -44,12 +44,15 @@ class RecordingPrimary(CPUOffloadingManager):
 
 
 def setup(
-    capacity: int = 4, tiers: int = 1, room_wait: float = 2.0
+    capacity: int = 4, tiers: int = 1, room_wait: float = 2.0, cascade_share: float = 1.0
 ) -> tuple[TieringOffloadingManager, CPUOffloadingManager, list[ControlledTier], torch.Tensor]:
+    """A tiering manager over ``capacity`` primary blocks and ``tiers`` controlled tiers; cascades may pin
+    all of the primary unless told otherwise."""
     host = torch.zeros((capacity, BLOCK_BYTES), dtype=torch.uint8)
     primary = CPUOffloadingManager(capacity)
     controlled = [ControlledTier(host, f"t{i}") for i in range(tiers)]
-    return TieringOffloadingManager(primary, controlled, room_wait=room_wait), primary, controlled, host
+    manager = TieringOffloadingManager(primary, controlled, room_wait=room_wait, cascade_share=cascade_share)
+    return manager, primary, controlled, host
 
 
 def store(manager: TieringOffloadingManager, host: torch.Tensor, keys: list[OffloadKey], success: bool = True) -> None:
@@ -183,6 +186,33 @@ def test_completed_stores_cascade_to_every_tier_with_the_primary_blocks_pinned()
     assert bool((tiers[1].blocks[key(1)] == 1).all())
     assert manager.prepare_store([key(3)], ctx) is not None
     assert manager.stats().tiers[1].written == 2
+
+
+def test_cascades_in_flight_pin_at_most_their_share_of_the_primary() -> None:
+    """A tier that never finishes (a frozen server) holds half of host memory, not all of it: stores go on."""
+    manager, _, (tier,), host = setup(capacity=8, cascade_share=0.5)
+    store(manager, host, [key(i) for i in range(6)])
+    assert tier.calls == ["store:4"]
+    store(manager, host, [key(6), key(7)])
+    assert tier.calls == ["store:4"], "no room left for cascades: nothing more is pinned"
+    assert manager.stats().tiers[0].skipped_cascades == 4
+    assert manager.prepare_store([key(8), key(9), key(10), key(11)], ctx) is not None, "four blocks stay free to evict"
+    tier.finish()
+    manager.take_events()
+    store(manager, host, [key(12)])
+    assert tier.calls[-1] == "store:1", "the room comes back when the cascades finish"
+
+
+def test_a_block_cascading_to_two_tiers_costs_the_room_once() -> None:
+    manager, _, tiers, host = setup(capacity=4, tiers=2, cascade_share=0.5)
+    store(manager, host, [key(1), key(2)])
+    assert [t.calls for t in tiers] == [["store:2"], ["store:2"]]
+    assert manager.stats().tiers[1].skipped_cascades == 0
+
+
+def test_cascade_share_must_be_a_fraction() -> None:
+    with pytest.raises(ValueError, match="cascade_share"):
+        setup(cascade_share=0.0)
 
 
 def test_a_failed_store_cascades_nothing() -> None:

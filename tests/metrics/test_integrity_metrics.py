@@ -13,6 +13,7 @@ from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
 from kvcontract.metrics import MetricsCollector, manager_source
 from kvcontract.testing import example_identity
 from kvcontract.tiers import FileTier, RedisTier
+from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.metrics.support import needs_redis, scrape, value_of
 from tests.tiers.conftest import drain, key, pattern
 from tests.tiers.redis import support as redis_support
@@ -63,7 +64,9 @@ def test_a_corrupt_block_file_counts_as_a_checksum_failure_of_the_file_tier(tmp_
 def test_a_corrupt_redis_value_counts_as_a_checksum_failure_of_the_redis_tier(tmp_path: Path) -> None:
     server = redis_support.RedisServer(tmp_path / "redis")
     host = torch.zeros(redis_support.HOST_BLOCKS, redis_support.BLOCK_BYTES, dtype=torch.uint8)
-    tier = RedisTier(host, identity=redis_support.IDENTITY, url=server.url, namespace="metrics")
+    tier = RedisTier(
+        host, identity=redis_support.IDENTITY, url=server.url, options=RemoteTierOptions(namespace="metrics")
+    )
     jobs = redis_support.job_counter()
     try:
         manager = TieringOffloadingManager(CPUOffloadingManager(4, "lru"), [tier])

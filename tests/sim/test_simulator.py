@@ -128,3 +128,20 @@ def test_the_metered_worker_counts_every_byte_the_run_moves() -> None:
     assert report.bytes_stored > 0 and report.bytes_loaded > 0
     assert counted["vllm:kv_offload_store_bytes"] == report.bytes_stored
     assert counted["vllm:kv_offload_load_bytes"] == report.bytes_loaded
+
+
+def test_a_hybrid_layout_moves_a_host_block_per_key_of_each_group() -> None:
+    """Full attention keeps every block, a window of one block the last: each key a host block of one layer."""
+    groups = [
+        {"kind": "full_attention", "num_layers": 1},
+        {"kind": "sliding_window", "num_layers": 1, "window_tokens": 64},
+    ]
+    base = {**SIMULATION_DEFAULTS, "kv_layout": {"preset": "tiny", "offload_block_tokens": 64, "groups": groups}}
+    config = load_config(environ={}, base=base)
+    report = EngineSimulator(config, build_engine(config, 4)).run(REQUESTS)
+    assert report.blocks == 8 + 3  # 8 blocks of full attention, the last of each request for the window
+    # the third request finds the first's 3 full-attention blocks; the window block it needs is its own
+    # last (4), not the first request's (3): a window keeps the blocks before each request's end only
+    assert report.hit_blocks == 3
+    assert report.verified_blocks == report.hit_blocks
+    assert report.bytes_loaded == report.hit_blocks * config.kv_layout.offload_block_bytes

@@ -21,7 +21,7 @@ import torch
 from kvcontract import SecondaryTier, TierJob, make_offload_key
 from kvcontract.testing import example_identity
 from kvcontract.tiers import FileTier, MooncakeTier, RedisTier
-from kvcontract.tiers.remote_tier import RemoteTierLimits
+from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.tiers.conftest import drain
 from tests.tiers.mooncake.support import store_or_skip
 from tests.tiers.redis.support import lru_server_or_skip
@@ -36,7 +36,7 @@ SECOND = 12_000
 GROWTH_LIMIT = 1.5
 KNOWN_KEYS = 1_024
 FILE_CAPACITY = 1_024
-LIMITS = RemoteTierLimits(known_keys=KNOWN_KEYS, job_deadline=30.0)
+OPTIONS = RemoteTierOptions(io_threads=2, known_keys=KNOWN_KEYS, job_deadline=30.0)
 
 
 def _store_until(tier: SecondaryTier, host: torch.Tensor, keys: Iterator[int], jobs: Iterator[int], total: int) -> None:
@@ -84,7 +84,7 @@ def test_a_redis_tier_keeps_its_memory_flat(tmp_path: Path) -> None:
     server = lru_server_or_skip(tmp_path / "redis")
     try:
         identity = example_identity(BLOCK_BYTES)
-        _check(*_soak(lambda host: RedisTier(host, identity=identity, url=server.url, io_threads=2, limits=LIMITS)))
+        _check(*_soak(lambda host: RedisTier(host, identity=identity, url=server.url, options=OPTIONS)))
     finally:
         server.stop()
 
@@ -102,8 +102,7 @@ def test_a_mooncake_tier_keeps_its_memory_flat(tmp_path: Path) -> None:
                 metadata_server=store.metadata_server,
                 global_segment_size=0,
                 local_buffer_size=16 << 20,
-                io_threads=2,
-                limits=LIMITS,
+                options=OPTIONS,
             )
 
         _check(*_soak(make))

@@ -17,7 +17,7 @@ from kvcontract import BlockIdentity, LookupResult, OffloadKey, SecondaryTier, T
 from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier, RedisTier
 from kvcontract.tiers.integrity import ValueMac
-from kvcontract.tiers.remote_tier import RemoteTier, RemoteTierLimits
+from kvcontract.tiers.remote_tier import RemoteTier, RemoteTierOptions, RemoteTierStats
 from kvcontract.tiers.store_value import encode_value
 from tests.tiers.conftest import drain, key, pattern, settle
 
@@ -195,7 +195,7 @@ def remote_content(i: int) -> torch.Tensor:
     return pattern(i, REMOTE_BYTES)
 
 
-EVENTS_ON = RemoteTierLimits(enable_events=True)
+EVENTS_ON = RemoteTierOptions(enable_events=True)
 """The tests' remote tiers keep events, so that they can check them."""
 INTEGRITY_KEY = bytes(range(32))
 """The integrity key the tests' engines share."""
@@ -203,7 +203,7 @@ STRANGERS = ["no key", "another key"]
 """Writers without the engines' integrity key: none at all, or another one."""
 
 
-def stranger_value(tier: RemoteTier, k: OffloadKey, stranger: str) -> bytes:
+def stranger_value(tier: RemoteTier[RemoteTierStats], k: OffloadKey, stranger: str) -> bytes:
     """A well-formed value of ``tier``'s identity under ``k`` (a block of the tests' ``BLOCK_BYTES``, pattern 66) that a
     writer of :data:`STRANGERS` made."""
     return encode_value(
@@ -214,7 +214,7 @@ def stranger_value(tier: RemoteTier, k: OffloadKey, stranger: str) -> bytes:
     )
 
 
-def share_sealed(writer: RemoteTier, reader: RemoteTier, host: torch.Tensor) -> None:
+def share_sealed(writer: RemoteTier[RemoteTierStats], reader: RemoteTier[RemoteTierStats], host: torch.Tensor) -> None:
     """``writer`` stores two blocks and ``reader`` (another tier holding the same key) loads them back exactly."""
     jobs = itertools.count(1)
     fill(host, [0, 1], [3, 4])
@@ -259,7 +259,7 @@ class RemoteTierMachine(RuleBasedStateMachine):
         self.jobs = itertools.count(1)
         self.ever_written: set[int] = set()
 
-    def make_tier(self, host: torch.Tensor, namespace: str) -> RemoteTier:
+    def make_tier(self, host: torch.Tensor, namespace: str) -> RemoteTier[RemoteTierStats]:
         """The tier under test over ``host``, of :data:`REMOTE_IDENTITY`, its keys scoped by ``namespace``."""
         raise NotImplementedError
 

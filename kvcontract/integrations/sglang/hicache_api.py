@@ -9,6 +9,7 @@ that drifted from SGLang fails there.
 
 from __future__ import annotations
 
+import enum
 import importlib
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,8 @@ __all__ = [
     "HiCacheStorage",
     "HiCacheStorageConfig",
     "HiCacheStorageExtraInfo",
+    "PoolHitPolicy",
+    "PoolName",
     "PoolTransfer",
     "PoolTransferResult",
     "new_storage_metrics",
@@ -48,11 +51,45 @@ if TYPE_CHECKING:
     class HiCacheStorageExtraInfo:
         """The page hashes before a call's keys (unused by kvcontract: its keys are the page hashes)."""
 
+    class PoolName(enum.StrEnum):
+        """SGLang's names of its host pools (those the backend names itself)."""
+
+        KV = "kv"
+        MAMBA = "mamba"
+        SWA = "swa"
+        INDEXER = "indexer"
+
+    class PoolHitPolicy(enum.StrEnum):
+        """How ``batch_exists_v2`` finds a side pool's pages present beside the KV prefix."""
+
+        ALL_PAGES = "all_pages"
+        TRAILING_PAGES = "trailing_pages"
+        BLOCK_GROUPS = "block_groups"
+
     class PoolTransfer:
-        """One hybrid pool's part of a v2 call."""
+        """One hybrid pool's part of a v2 call: its name, its pages' keys and host token indices, its hit rule."""
+
+        name: PoolName
+        host_indices: torch.Tensor | None
+        keys: list[str] | None
+        hit_policy: PoolHitPolicy
+        indices_from_pool: PoolName | None
+        block_pages: int
+        group_pages: int
 
     class PoolTransferResult:
-        """A v2 existence answer."""
+        """A v2 existence answer: the usable KV prefix, each pool's own boundary, every restorable prefix length."""
+
+        kv_hit_pages: int
+        extra_pool_hit_pages: dict[str, int]
+        restorable_prefix_pages: list[int] | None
+
+        def __init__(
+            self,
+            kv_hit_pages: int,
+            extra_pool_hit_pages: dict[str, int],
+            restorable_prefix_pages: list[int] | None = None,
+        ) -> None: ...
 
     class StorageMetrics:  # at run time only through new_storage_metrics: its module imports SGLang's server
         """SGLang's storage metrics of one interval: pages and GB/s per prefetch and backup call."""
@@ -69,6 +106,7 @@ if TYPE_CHECKING:
 
         def register_mem_pool_host(self, mem_pool_host: Any) -> None: ...
         def register_mem_host_pool_v2(self, host_pool: Any, host_pool_name: Any) -> None: ...
+        def on_host_pools_registered(self) -> None: ...
         def batch_exists(self, keys: list[str], extra_info: HiCacheStorageExtraInfo | None = None) -> int: ...
         def exists(self, key: str) -> bool: ...
         def batch_get_v1(
@@ -116,6 +154,8 @@ else:
         HiCacheStorage,
         HiCacheStorageConfig,
         HiCacheStorageExtraInfo,
+        PoolHitPolicy,
+        PoolName,
         PoolTransfer,
         PoolTransferResult,
     )

@@ -21,13 +21,11 @@ from pydantic import ByteSize, TypeAdapter, ValidationError
 
 from kvcontract.config import (
     ConfigError,
-    FileTierConfig,
     KVContractConfig,
-    MooncakeTierConfig,
-    RedisTierConfig,
     TieringManagerConfig,
     load_config,
 )
+from kvcontract.config.tiers import TierConfig
 
 __all__ = ["DEFAULT_POOL_STAGING_PAGES", "DEFAULT_STAGING_PAGES", "BackendOptions", "backend_options", "check_keys"]
 
@@ -60,7 +58,7 @@ class BackendOptions:
     even on a tier with no bound of its own on a job (a zero-copy job late at the timeout is waited out)."""
 
     @property
-    def tier(self) -> FileTierConfig | RedisTierConfig | MooncakeTierConfig:
+    def tier(self) -> TierConfig:
         """The tier config that serves as SGLang's storage."""
         manager = self.config.manager
         assert isinstance(manager, TieringManagerConfig)  # backend_options builds a tiering manager

@@ -31,6 +31,8 @@ UNIFIED_LAYOUTS = frozenset({"page_unified"})
 SPLIT_LAYOUTS = frozenset({"page_first_kv_split"})
 """Layouts whose page lies in several page-major buffers, as many regions as SGLang's metadata lists (K, V unless FP8 DSA packs it into K, indexer K and scales)."""
 COPYING_LAYOUTS = frozenset({"layer_first"}) | SPLIT_LAYOUTS
+_BUFFERS = ("kv_buffer", "index_k_with_scale_buffer")
+"""Where SGLang's host pools keep their one buffer: the KV pools' (and Mamba's list of states), the DSA indexer's."""
 _SPLIT_BUFFERS = ("k_buffer", "v_buffer", "index_k_buffer", "index_k_scale_buffer")
 
 
@@ -40,9 +42,6 @@ class HostPool(Protocol):
     layout: str
     page_size: int
     dtype: torch.dtype
-
-    @property
-    def kv_buffer(self) -> object: ...
 
     def get_page_buffer_meta(self, indices: torch.Tensor) -> tuple[list[int], list[int]]: ...
 
@@ -129,23 +128,24 @@ class StagingRows:
             self._free.extend(slots)
 
 
-def page_table(pool: HostPool, page_num: int, staging_pages: int) -> PageTable:
-    """The zero-copy table of ``pool`` when its layout allows one, else ``staging_pages`` staging rows of one page each."""
+def page_table(pool: HostPool, page_num: int, staging_pages: int, *, zero_copy: bool = True) -> PageTable:
+    """The zero-copy table of ``pool`` when its layout allows one (and ``zero_copy``), else ``staging_pages`` staging rows of one page each."""
     if pool.layout not in ZERO_COPY_LAYOUTS | COPYING_LAYOUTS:
         served = ", ".join(sorted(ZERO_COPY_LAYOUTS | COPYING_LAYOUTS))
         raise ValueError(
             f"kvcontract's HiCache backend: SGLang's {pool.layout!r} host layout has no page view for storage; "
             f"start SGLang with --hicache-mem-layout one of {served}"
         )
-    buffer = pool.kv_buffer
+    buffer = next((found for name in _BUFFERS if (found := getattr(pool, name, None)) is not None), None)
     if (
-        pool.layout in UNIFIED_LAYOUTS
+        zero_copy
+        and pool.layout in UNIFIED_LAYOUTS
         and isinstance(buffer, torch.Tensor)
         and buffer.is_contiguous()
         and buffer.shape[0] >= page_num
     ):
         return PageTable(buffer.view(torch.uint8).view(int(buffer.shape[0]), -1), (0,), (1,), staged=False)
-    if pool.layout in ZERO_COPY_LAYOUTS and isinstance(buffer, torch.Tensor) and buffer.is_contiguous():
+    if zero_copy and pool.layout in ZERO_COPY_LAYOUTS and isinstance(buffer, torch.Tensor) and buffer.is_contiguous():
         table = _in_place(pool, buffer, page_num)
         if table is not None:
             return table
@@ -171,7 +171,8 @@ def page_table(pool: HostPool, page_num: int, staging_pages: int) -> PageTable:
             f"kvcontract's HiCache backend: this {pool.layout!r} host pool's buffer is not one page-major tensor, and SGLang "
             "gives that layout no page copy to stage it with; start SGLang with --hicache-mem-layout page_first"
         )
-    page_bytes = pool.get_data_page(0, flat=True).numel() * pool.dtype.itemsize
+    page = pool.get_data_page(0, flat=True)  # its own dtype: a Mamba pool's page is bytes, whatever its state's dtype
+    page_bytes = page.numel() * page.element_size()
     return PageTable(torch.zeros((staging_pages, page_bytes), dtype=torch.uint8), (0,), (0,), staged=True)
 
 

@@ -23,6 +23,7 @@ from kvcontract.contracts.request import LookupResult
 from kvcontract.contracts.tier import SecondaryTier, TierJob
 from kvcontract.contracts.values import BlockStatus, OffloadingEvent, TransferResult
 from kvcontract.policies import make_policy
+from kvcontract.tiers.event_log import EventLog
 from kvcontract.tiers.file.block_dir import DEFAULT_UMASK, BlockDirectory, ForeignBlock, FoundBlock
 from kvcontract.tiers.file.block_file import delete_block, read_block, write_block
 from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks, check_identity_block_bytes
@@ -147,7 +148,7 @@ class FileTier(SecondaryTier):
         self._mismatches = MismatchLog(_log, f"file tier at {root}", identity.fingerprint_hex)
         self._lock = threading.Lock()
         self._block_ids = itertools.count()
-        self._events: list[OffloadingEvent] | None = [] if enable_events else None
+        self._events = EventLog(MEDIUM, enabled=enable_events)
         self._finished: list[TransferResult] = []
         self._active_jobs: set[int] = set()
         self._deleting: dict[OffloadKey, int] = {}
@@ -284,11 +285,7 @@ class FileTier(SecondaryTier):
     @override
     def take_events(self) -> list[OffloadingEvent]:
         """Blocks stored, found at start, evicted or found unreadable since the last call (with ``enable_events``)."""
-        with self._lock:
-            if not self._events:
-                return []
-            events, self._events = self._events, []
-        return events
+        return self._events.take()
 
     @override
     def shutdown(self) -> None:
@@ -318,7 +315,7 @@ class FileTier(SecondaryTier):
             self._policy.insert(block.key, BlockStatus(next(self._block_ids), ref_cnt=0))
             self._policy.mark_evictable(block.key)
         if kept:
-            self._record([b.key for b in kept], removed=False)
+            self._events.record([b.key for b in kept], removed=False)
 
     def _claim(self, job_id: int) -> None:
         if job_id in self._active_jobs:
@@ -338,16 +335,11 @@ class FileTier(SecondaryTier):
         if victims is None:
             return False
         keys = [key for key, _ in victims]
-        self._record(keys, removed=True)
+        self._events.record(keys, removed=True)
         for key in keys:
             self._deleting[key] = self._deleting.get(key, 0) + 1
             self._pool.submit(_WRITE, functools.partial(self._delete_evicted, key))
         return True
-
-    def _record(self, keys: list[OffloadKey], *, removed: bool) -> None:
-        """Record an event if events are enabled. Lock held (or not yet shared, at start)."""
-        if self._events is not None:
-            self._events.append(OffloadingEvent(keys, MEDIUM, removed=removed))
 
     def _delete_file(self, key: OffloadKey) -> None:
         """Delete the file of ``key``; a shard directory missing or not a directory holds nothing to delete."""
@@ -421,7 +413,7 @@ class FileTier(SecondaryTier):
             indexed = self._policy.get(key) is block
             if not ok and indexed:
                 self._policy.remove(key)
-                self._record([key], removed=True)
+                self._events.record([key], removed=True)
             elif indexed and block.ref_cnt == 0:
                 self._policy.mark_evictable(key)
             self._block_done(progress, ok, started)
@@ -441,7 +433,7 @@ class FileTier(SecondaryTier):
         """Report a job as finished. Lock held."""
         if progress.stored_keys:
             stored = [key for key in progress.store_order if key in progress.stored_keys]
-            self._record(stored, removed=False)
+            self._events.record(stored, removed=False)
         seconds = time.perf_counter() - progress.started if progress.transfer_bytes else 0.0
         self._finished.append(TransferResult(progress.job_id, progress.success, progress.transfer_bytes, seconds))
         self._active_jobs.discard(progress.job_id)

@@ -61,13 +61,13 @@ from kvcontract.tiers.mooncake.client import (
 )
 from kvcontract.tiers.remote_tier import (
     BACKGROUND,
-    DEFAULT_LIMITS,
+    DEFAULT_OPTIONS,
     READ,
     WRITE,
     Fault,
     LoadOutcome,
     RemoteTier,
-    RemoteTierLimits,
+    RemoteTierOptions,
     RemoteTierStats,
 )
 from kvcontract.tiers.store_value import (
@@ -104,33 +104,31 @@ _GONE = frozenset({OBJECT_NOT_FOUND, SEGMENT_NOT_FOUND})
 """Get results that mean the value is no longer in the store: evicted or removed."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MooncakeTierStats(RemoteTierStats):
     """What the Mooncake tier knows; ``refused_stores`` counts stores refused because the segments were full."""
 
     refused_stores: int = 0
 
 
-class MooncakeTier(RemoteTier):
+class MooncakeTier(RemoteTier[MooncakeTierStats]):
     """Blocks as Mooncake Store objects named ``kvc:<identity>[:namespace]:<key hex>``, shared by every engine of that store.
 
-    ``host_blocks``, ``identity`` and ``namespace`` are :class:`~kvcontract.tiers.remote_tier.RemoteTier`'s;
+    ``host_blocks`` and ``identity`` are :class:`~kvcontract.tiers.remote_tier.RemoteTier`'s;
     the host blocks are registered with the client for the tier's life.
     ``master`` (``host:port``), ``metadata_server`` (an HTTP URL, or ``P2PHANDSHAKE``),
     ``protocol`` (``tcp`` or ``rdma``) with its ``devices``, ``local_hostname`` (the address
     other clients reach this one at), ``global_segment_size`` (bytes this process lends the
     store), ``local_buffer_size`` and ``replicas`` go to Mooncake's client; ``timeout``
     (seconds) bounds a call to the master; ``client_log_level`` (``INFO``, ``WARNING``, ``ERROR``)
-    is the least level of the client's own log lines. ``start_degraded`` starts the tier even when the
-    store does not answer, retrying every ``retry_interval`` seconds. ``integrity_key`` seals
-    every value with a keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`). ``limits`` bound
-    what the tier keeps and how long a job may take (:class:`~kvcontract.tiers.remote_tier.RemoteTierLimits`);
-    loads are never failed by ``job_deadline``, as the client writes zero-copy blocks straight
-    into host memory until its call returns (each call is bounded by ``timeout``).
+    is the least level of the client's own log lines. ``integrity_key`` seals every value with a
+    keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`). ``options`` hold what every
+    remote tier takes: namespace, threads, lookup and retry timing, a start without the store,
+    the bounds on jobs and what the tier keeps (:class:`~kvcontract.tiers.remote_tier.RemoteTierOptions`).
+    With a ``job_deadline``, loads are read into the load lane's slot and copied into their host
+    blocks once checked, whatever the block size: a get the client has not finished by the deadline
+    then writes only into the slot, never into a host block the engine has taken back.
     """
-
-    _loads_expire = False
-    """Zero-copy gets write into host blocks until the client returns: a load is never failed before its call ends."""
 
     def __init__(
         self,
@@ -147,24 +145,22 @@ class MooncakeTier(RemoteTier):
         replicas: int = 1,
         timeout: float = 5.0,
         client_log_level: str = "WARNING",
-        io_threads: int = 4,
-        namespace: str | None = None,
-        lookup_timeout: float = 0.1,
-        lookup_wait: float = 0.0,
-        retry_interval: float = 1.0,
-        start_degraded: bool = False,
         integrity_key: bytes | None = None,
-        limits: RemoteTierLimits = DEFAULT_LIMITS,
+        options: RemoteTierOptions = DEFAULT_OPTIONS,
     ) -> None:
         check_host_blocks(host_blocks, "MooncakeTier")  # before its rows size the slots (the base checks it too)
         self._row_stride = int(host_blocks.stride(0))
-        self._zero_copy = int(host_blocks.shape[1]) >= ZERO_COPY_FROM
+        zero_copy = int(host_blocks.shape[1]) >= ZERO_COPY_FROM
+        self._zero_copy = (zero_copy, zero_copy and options.job_deadline is None)
+        """Per lane (:data:`_STORE_SLOT`, :data:`_LOAD_SLOT`): whether its blocks skip the slot."""
+        self._loads_expire = not self._zero_copy[_LOAD_SLOT]
         mac = value_mac(integrity_key)
         value_bytes = header_size(OffloadKey(bytes(20)), mac) + int(host_blocks.shape[1])
         # A slot always holds one value whatever its key: the header of the longest key beside the batch.
-        self._slot_bytes = _HEADER_SLOT_BYTES if self._zero_copy else _BATCH_VALUES * value_bytes + max_header_size(mac)
-        self._slots = torch.zeros((2, self._slot_bytes), dtype=torch.uint8)
-        self._slot_rows = self._slots.numpy()
+        copied_slot = _BATCH_VALUES * value_bytes + max_header_size(mac)
+        self._slot_bytes = tuple(_HEADER_SLOT_BYTES if direct else copied_slot for direct in self._zero_copy)
+        self._slots = torch.zeros(sum(self._slot_bytes), dtype=torch.uint8)
+        self._slot_view = self._slots.numpy().data
         self._connect = functools.partial(
             connect,
             master=master,
@@ -179,21 +175,15 @@ class MooncakeTier(RemoteTier):
             client_log_level=client_log_level,
         )
         self._connection: MooncakeConnection | None = None
-        self._refused_stores = 0
         super().__init__(
             host_blocks,
             identity=identity,
-            namespace=namespace,
             name="mooncake tier",
             where=master,
             medium=MEDIUM,
-            io_threads=io_threads,
-            lookup_timeout=lookup_timeout,
-            lookup_wait=lookup_wait,
-            retry_interval=retry_interval,
-            start_degraded=start_degraded,
             mac=mac,
-            limits=limits,
+            options=options,
+            stats=MooncakeTierStats(),
         )
         # One put and one get in flight at a time (job_lane says why), each a batch of the jobs
         # queued behind the last; a get never waits behind a put, so loads keep their place.
@@ -203,11 +193,6 @@ class MooncakeTier(RemoteTier):
     def store_key(self, key: OffloadKey) -> str:
         """The Mooncake object name of ``key``: identity and namespace, then the key in hex."""
         return f"{self._prefix}:{key.hex()}"
-
-    def stats(self) -> MooncakeTierStats:
-        """Counters since the tier started."""
-        with self._lock:
-            return MooncakeTierStats(**vars(self._counters), refused_stores=self._refused_stores)
 
     @override
     def touch(self, keys: Sequence[OffloadKey]) -> None:
@@ -279,16 +264,17 @@ class MooncakeTier(RemoteTier):
 
     def _slot(self, lane: int) -> tuple[memoryview, int]:
         """The registered slot of a lane (:data:`_STORE_SLOT`, :data:`_LOAD_SLOT`), as a view and its address."""
-        return memoryview(self._slot_rows[lane]), self._slots.data_ptr() + lane * self._slot_bytes
+        start = sum(self._slot_bytes[:lane])
+        return self._slot_view[start : start + self._slot_bytes[lane]], self._slots.data_ptr() + start
 
-    def _batches(self, keys: Sequence[OffloadKey]) -> list[range]:
-        """Index ranges of ``keys`` whose headers (and, copying, values) fit one slot together."""
-        copied = 0 if self._zero_copy else self._block_bytes
+    def _batches(self, keys: Sequence[OffloadKey], lane: int) -> list[range]:
+        """Index ranges of ``keys`` whose headers (and, copying, values) fit the slot of ``lane`` together."""
+        copied = 0 if self._zero_copy[lane] else self._block_bytes
         batches: list[range] = []
         start = used = 0
         for i, key in enumerate(keys):
             size = header_size(key, self._mac) + copied
-            if used + size > self._slot_bytes:
+            if used + size > self._slot_bytes[lane]:
                 batches.append(range(start, i))
                 start, used = i, 0
             used += size
@@ -302,7 +288,7 @@ class MooncakeTier(RemoteTier):
         While the breaker is open (or the tier shuts down) the jobs fail at once, with no call.
         """
         started = time.perf_counter()
-        if self._refuses(jobs[0].job_id):
+        if self._refuses(len(jobs)):
             for job in jobs:
                 self._end_store(job.job_id, job.keys, started, error=None, stored=False)
             return
@@ -334,8 +320,9 @@ class MooncakeTier(RemoteTier):
         connection = self._live_connection()
         view, base = self._slot(_STORE_SLOT)
         block_bytes = self._block_bytes
+        zero_copy = self._zero_copy[_STORE_SLOT]
         codes: list[int] = []
-        for batch in self._batches(keys):
+        for batch in self._batches(keys, _STORE_SLOT):
             names: list[str] = []
             pointers: list[list[int]] = []
             sizes: list[list[int]] = []
@@ -345,7 +332,7 @@ class MooncakeTier(RemoteTier):
                 payload = memoryview(self._rows[row])
                 size = encode_header_into(view[offset:], keys[i], self._fingerprint, payload, self._mac)
                 names.append(self.store_key(keys[i]))
-                if self._zero_copy:
+                if zero_copy:
                     pointers.append([base + offset, self._row(row)])
                     sizes.append([size, block_bytes])
                 else:
@@ -354,7 +341,7 @@ class MooncakeTier(RemoteTier):
                     pointers.append([base + offset])
                     sizes.append([size])
                 offset += size
-            if self._zero_copy:
+            if zero_copy:
                 codes += connection.store.batch_put_from_multi_buffers(names, pointers, sizes, connection.put_config)
             else:
                 codes += connection.store.batch_put_from(
@@ -366,34 +353,34 @@ class MooncakeTier(RemoteTier):
         """Log and count a store the client refused for another reason than the master's silence."""
         if all(code == NO_SPACE for code in failed):
             with self._lock:
-                self._refused_stores += 1
+                self._counters.refused_stores += 1
         self._log.warning("mooncake tier: store job %d refused: %s", job_id, describe_code(failed[0]))
 
     def _load_jobs(self, jobs: Sequence[_Job]) -> None:
         """Get the blocks of ``jobs``, each key once, and report each job.
 
         A key whose value is gone (evicted, removed, its segment left), bad, or unreadable for
-        another reason fails its job. Only bad values are removed from the store. A key a job
-        names twice is fetched once and copied to its other host block once checked: the
+        another reason fails its job. Only bad values are removed from the store. A key that jobs
+        name twice is fetched once and copied to its other host blocks once checked: the
         client answers a get that names a key twice as two successes but fills one buffer.
         """
         started = time.perf_counter()
-        if self._refuses(jobs[0].job_id):
+        if self._refuses(len(jobs)):
             for job in jobs:
                 self._end_load(job.job_id, job.keys, job.host_ids, started, LoadOutcome(refused=True))
             return
-        targets: dict[OffloadKey, int] = {}
+        readers: dict[OffloadKey, list[tuple[int, int]]] = {}
         for job in jobs:
             for key, host_id in zip(job.keys, job.host_ids):
-                targets.setdefault(key, host_id)
+                readers.setdefault(key, []).append((job.job_id, host_id))
         found: dict[OffloadKey, int | BadValueError] = {}
         error: BaseException | None = None
         try:
-            self._get(targets, found)
+            self._get(readers, found)
         except Exception as exc:
             error = exc
         rejected: set[OffloadKey] = set()
-        outcomes = [self._outcome(job, targets, found, error, rejected) for job in jobs]
+        outcomes = [self._outcome(job, found, error, rejected) for job in jobs]
         bad = [key for outcome in outcomes for key in outcome.bad]
         unreachable = [key for outcome in outcomes for key in outcome.unreachable]
         with self._lock:
@@ -404,16 +391,21 @@ class MooncakeTier(RemoteTier):
         for job, outcome in zip(jobs, outcomes):
             self._end_load(job.job_id, job.keys, job.host_ids, started, outcome)
 
-    def _get(self, targets: dict[OffloadKey, int], found: dict[OffloadKey, int | BadValueError]) -> None:
-        """Get each key of ``targets`` into its host block (headers, or whole values when copying, into the load lane's slot), checking every value.
+    def _get(
+        self, readers: dict[OffloadKey, list[tuple[int, int]]], found: dict[OffloadKey, int | BadValueError]
+    ) -> None:
+        """Get each key of ``readers`` (to its jobs' host blocks) once, checking every value, then copy it to every reader.
 
-        ``found`` gets the client's result per key asked (negative: no value), or why its value is bad.
+        Zero copy, the first reader's host block takes the block and the load lane's slot the
+        header; copying, the slot takes both and :meth:`_copy_into` leaves out the jobs past their
+        deadline. ``found`` gets the client's result per key asked (negative: no value), or why its value is bad.
         """
         connection = self._live_connection()
         view, base = self._slot(_LOAD_SLOT)
         block_bytes = self._block_bytes
-        keys = list(targets)
-        for batch in self._batches(keys):
+        zero_copy = self._zero_copy[_LOAD_SLOT]
+        keys = list(readers)
+        for batch in self._batches(keys, _LOAD_SLOT):
             offsets: list[int] = []
             pointers: list[list[int]] = []
             sizes: list[list[int]] = []
@@ -421,8 +413,8 @@ class MooncakeTier(RemoteTier):
             for i in batch:
                 offsets.append(offset)
                 size = header_size(keys[i], self._mac)
-                if self._zero_copy:
-                    pointers.append([base + offset, self._row(targets[keys[i]])])
+                if zero_copy:
+                    pointers.append([base + offset, self._row(readers[keys[i]][0][1])])
                     sizes.append([size, block_bytes])
                 else:
                     size += block_bytes
@@ -430,7 +422,7 @@ class MooncakeTier(RemoteTier):
                     sizes.append([size])
                 offset += size
             names = [self.store_key(keys[i]) for i in batch]
-            if self._zero_copy:
+            if zero_copy:
                 results = connection.store.batch_get_into_multi_buffers(names, pointers, sizes)
             else:
                 results = connection.store.batch_get_into(names, _firsts(pointers), _firsts(sizes))
@@ -440,8 +432,8 @@ class MooncakeTier(RemoteTier):
                 if result < 0 and result != TOO_LONG:
                     continue
                 size = header_size(key, self._mac)
-                row = memoryview(self._rows[targets[key]])
-                payload = row if self._zero_copy else view[at + size : at + size + block_bytes]
+                first = readers[key][0][1]
+                payload = memoryview(self._rows[first]) if zero_copy else view[at + size : at + size + block_bytes]
                 try:
                     if result != size + block_bytes:
                         shown = "more" if result < 0 else f"{result} bytes"
@@ -453,18 +445,18 @@ class MooncakeTier(RemoteTier):
                 except BadValueError as exc:
                     found[key] = exc
                     continue
-                if not self._zero_copy:
-                    row[:] = payload
+                for job_id, host_id in readers[key]:
+                    if host_id != first or not zero_copy:
+                        self._copy_into(job_id, host_id, payload)
 
     def _outcome(
         self,
         job: _Job,
-        targets: dict[OffloadKey, int],
         found: dict[OffloadKey, int | BadValueError],
         error: BaseException | None,
         rejected: set[OffloadKey],
     ) -> LoadOutcome:
-        """What ``job`` found, each key once; its checked blocks copied to the other host blocks that named them.
+        """What ``job`` found, each key once.
 
         A bad value is counted and logged once, by the first job of the batch that met it (in
         ``rejected``); a later one fails on it as unreachable.
@@ -472,11 +464,9 @@ class MooncakeTier(RemoteTier):
         outcome = LoadOutcome(error=error)
         fault = 0
         failed: set[OffloadKey] = set()
-        for key, host_id in zip(job.keys, job.host_ids):
+        for key in job.keys:
             result = found.get(key)
             if isinstance(result, int) and result >= 0:
-                if host_id != targets[key]:
-                    self._rows[host_id][:] = self._rows[targets[key]]
                 continue
             if key in failed:
                 continue

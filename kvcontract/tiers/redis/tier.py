@@ -40,13 +40,13 @@ from kvcontract.tiers.redis.client import (
 )
 from kvcontract.tiers.remote_tier import (
     BACKGROUND,
-    DEFAULT_LIMITS,
+    DEFAULT_OPTIONS,
     READ,
     WRITE,
     Fault,
     LoadOutcome,
     RemoteTier,
-    RemoteTierLimits,
+    RemoteTierOptions,
     RemoteTierStats,
 )
 from kvcontract.tiers.store_value import BadValueError, decode_value, encode_value_into, header_size
@@ -65,23 +65,24 @@ _CHUNK_BYTES = 8 << 20
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RedisTierStats(RemoteTierStats):
     """What the Redis tier knows: payload bytes moved, lookup answers, value checks, faults."""
 
 
-class RedisTier(RemoteTier):
+class RedisTier(RemoteTier[RedisTierStats]):
     """Blocks as Redis values named ``{kvc:<identity>[:namespace]:gg}<key hex>``, shared by every engine using that server.
 
-    ``host_blocks``, ``identity`` and ``namespace`` are :class:`~kvcontract.tiers.remote_tier.RemoteTier`'s:
+    ``host_blocks`` and ``identity`` are :class:`~kvcontract.tiers.remote_tier.RemoteTier`'s:
     engines of other models, layouts or ranks on one server live side by side. Give ``url``
-    (``redis://127.0.0.1:6379/0``) or ``cluster_nodes`` (``[(host, port), ...]``).
-    ``ttl_seconds`` expires values; ``start_degraded`` starts the tier even when the server
-    does not answer, retrying every ``retry_interval`` seconds. ``integrity_key`` seals every
-    value with a keyed MAC (:class:`~kvcontract.tiers.remote_tier.RemoteTier`); ``access`` holds
-    the ACL user, its password and TLS (:class:`~kvcontract.tiers.redis.client.RedisAccess`).
-    ``limits`` bound what the tier keeps and how long a job may take
-    (:class:`~kvcontract.tiers.remote_tier.RemoteTierLimits`).
+    (``redis://127.0.0.1:6379/0``) or ``cluster_nodes`` (``[(host, port), ...]``);
+    ``pool_size`` connections (at least ``options.io_threads + 1``). ``ttl_seconds`` expires
+    values. ``integrity_key`` seals every value with a keyed MAC
+    (:class:`~kvcontract.tiers.remote_tier.RemoteTier`); ``access`` holds the ACL user, its
+    password and TLS (:class:`~kvcontract.tiers.redis.client.RedisAccess`). ``options`` hold
+    what every remote tier takes: namespace, threads, lookup and retry timing, a start without
+    the server, the bounds on jobs and what the tier keeps
+    (:class:`~kvcontract.tiers.remote_tier.RemoteTierOptions`).
     """
 
     def __init__(
@@ -91,25 +92,19 @@ class RedisTier(RemoteTier):
         identity: BlockIdentity,
         url: str | None = None,
         cluster_nodes: Sequence[tuple[str, int]] = (),
-        namespace: str | None = None,
         socket_timeout: float = 1.0,
         connect_timeout: float = 1.0,
         pool_size: int = 8,
         ttl_seconds: int | None = None,
-        io_threads: int = 4,
-        lookup_timeout: float = 0.1,
-        lookup_wait: float = 0.0,
-        retry_interval: float = 1.0,
-        start_degraded: bool = False,
         integrity_key: bytes | None = None,
         access: RedisAccess = NO_ACCESS_OPTIONS,
-        limits: RemoteTierLimits = DEFAULT_LIMITS,
+        options: RemoteTierOptions = DEFAULT_OPTIONS,
     ) -> None:
         if (url is None) == (not cluster_nodes):
             raise ValueError("RedisTier needs exactly one of url and cluster_nodes")
-        if pool_size < io_threads + 1:
+        if pool_size < options.io_threads + 1:
             raise ValueError(
-                f"RedisTier pool_size {pool_size} is below io_threads + 1 ({io_threads + 1}): "
+                f"RedisTier pool_size {pool_size} is below io_threads + 1 ({options.io_threads + 1}): "
                 "each I/O thread and the lookup thread hold a connection"
             )
         self._ttl = ttl_seconds
@@ -129,28 +124,18 @@ class RedisTier(RemoteTier):
         super().__init__(
             host_blocks,
             identity=identity,
-            namespace=namespace,
             name="redis tier",
             where=where,
             medium=MEDIUM,
-            io_threads=io_threads,
-            lookup_timeout=lookup_timeout,
-            lookup_wait=lookup_wait,
-            retry_interval=retry_interval,
-            start_degraded=start_degraded,
             mac=value_mac(integrity_key),
-            limits=limits,
+            options=options,
+            stats=RedisTierStats(),
         )
 
     def redis_key(self, key: OffloadKey) -> bytes:
         """The Redis key name of ``key``: identity, namespace and tag group in the hash tag, then the key in hex."""
         group = xxhash.xxh3_64_intdigest(key) % TAG_GROUPS
         return f"{{{self._prefix}:{group:02x}}}{key.hex()}".encode()
-
-    def stats(self) -> RedisTierStats:
-        """Counters since the tier started."""
-        with self._lock:
-            return RedisTierStats(**vars(self._counters))
 
     @override
     def touch(self, keys: Sequence[OffloadKey]) -> None:
@@ -263,7 +248,7 @@ class RedisTier(RemoteTier):
         """Write ``blocks`` (key to host block) in tag-group order, one pipeline per chunk of about 8 MiB."""
         started = time.perf_counter()
         keys = sorted(blocks, key=self.redis_key)
-        if self._refuses(job_id):
+        if self._refuses():
             self._end_store(job_id, keys, started, error=None, stored=False)
             return
         error: BaseException | None = None
@@ -315,7 +300,7 @@ class RedisTier(RemoteTier):
         is open fails with no call.
         """
         started = time.perf_counter()
-        outcome = LoadOutcome(refused=self._refuses(job_id))
+        outcome = LoadOutcome(refused=self._refuses())
         if not outcome.refused:
             try:
                 self._read_into(job_id, keys, host_ids, outcome)

@@ -8,7 +8,10 @@ Without a supported SGLang (requirements/sglang.txt) every test module here but
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.integrations.sglang.cpu_stand_ins import install_stand_ins
 
@@ -32,3 +35,12 @@ collect_ignore = (
     if SGLANG_MISSING is None
     else [path.name for path in Path(__file__).parent.glob("test_*.py") if path.name != "test_sglang_available.py"]
 )
+
+
+@pytest.fixture(scope="module")
+def gloo_rank(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A one-rank gloo group and SGLang's parallel context for a single rank, for the modules that run SGLang's controllers."""
+    from tests.integrations.sglang.support import one_gloo_rank
+
+    with one_gloo_rank(tmp_path_factory.mktemp("gloo") / "rendezvous"):
+        yield

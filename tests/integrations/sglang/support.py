@@ -6,12 +6,16 @@ its objects are ``Any`` here; the backend's side is typed (``kvcontract.integrat
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
+from collections.abc import Generator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from tests.integrations.sglang.cpu_stand_ins import install_stand_ins
 
@@ -24,6 +28,14 @@ _pools = importlib.import_module("sglang.srt.mem_cache.device_pool_info")
 _mha = importlib.import_module("sglang.srt.mem_cache.pool_host.mha")
 _mla = importlib.import_module("sglang.srt.mem_cache.pool_host.mla")
 _factory = importlib.import_module("sglang.srt.mem_cache.storage.backend_factory")
+_mamba = importlib.import_module("sglang.srt.mem_cache.pool_host.mamba")
+_dsa = importlib.import_module("sglang.srt.mem_cache.pool_host.dsa")
+_decls = importlib.import_module("sglang.srt.mem_cache.pool_host.host_pool_decl")
+_hicache = importlib.import_module("sglang.srt.mem_cache.hicache_storage")
+_runtime = importlib.import_module("sglang.srt.runtime_context")
+PoolName: Any = _hicache.PoolName
+PoolHitPolicy: Any = _hicache.PoolHitPolicy
+PoolTransfer: Any = _hicache.PoolTransfer
 
 LAYERS, HEADS, HEAD_DIM, PAGE = 2, 2, 8, 4
 MHA_LAYOUTS = ("layer_first", "page_first", "page_first_direct", "page_head")
@@ -120,6 +132,73 @@ def _mla_host_pool(
     )
 
 
+MAMBA_SLOTS = 16
+
+
+def mamba_pool(*, conv_width: int = 6) -> Any:
+    """SGLang's Mamba state host pool (``page_first``, one state slot a page) over CPU "device" states: fp32 temporal, bf16 conv."""
+    temporal = torch.zeros(LAYERS, MAMBA_SLOTS, 2, 4, 4, dtype=torch.float32)
+    conv = (torch.zeros(LAYERS, MAMBA_SLOTS, 3, conv_width, dtype=torch.bfloat16),)
+    info = _pools.MambaStateBufferInfo(temporal=temporal, conv=conv)
+    return _mamba.MambaPoolHost(
+        info, 2.0, 0, device_capacity=MAMBA_SLOTS, pin_memory=False, device="cpu", layout="page_first"
+    )
+
+
+def indexer_pool(anchor: Any, *, width: int = 8) -> Any:
+    """SGLang's DSA indexer host pool beside the MLA pool ``anchor`` (its pages ride on the KV pages), over a CPU "device" pool.
+
+    The device side is a namespace with the attributes the host pool reads of SGLang's
+    ``DSATokenToKVPool`` (whose construction needs the model's whole DSA config).
+    """
+    device = SimpleNamespace(
+        store_dtype=torch.uint8,
+        start_layer=0,
+        end_layer=LAYERS - 1,
+        layer_num=LAYERS,
+        device="cpu",
+        layer_shard_enabled=False,
+        index_k_with_scale_buffer=[torch.zeros(DEVICE_TOKENS, width, dtype=torch.uint8) for _ in range(LAYERS)],
+    )
+    decl = _decls.HostPoolDecl(
+        pool_name=PoolName.INDEXER,
+        device_pool=device,
+        indices_from_pool=PoolName.KV,
+        layout_source=PoolName.KV,
+        storage_info=_decls.HostPoolStorageInfo(bytes_per_token_per_layer=width, dtype=torch.uint8),
+        host_pool_builder=None,
+    )
+    return _dsa.DSAIndexerPoolHost(decl, anchor, pin_memory=False)
+
+
+def fill_pool_random(pool: Any, seed: int) -> None:
+    """Random bytes in every page of any host pool, through SGLang's own page copy (the pool's page ``p`` at token ``p * page_size``)."""
+    generator = torch.Generator().manual_seed(seed)
+    for page in range(int(pool.size) // int(pool.page_size)):
+        flat = pool.get_data_page(page * pool.page_size, flat=True).contiguous().view(torch.uint8)
+        pool.set_from_flat_data_page(
+            page * pool.page_size,
+            torch.randint(0, 256, (flat.numel(),), dtype=torch.uint8, generator=generator).view(
+                pool.get_data_page(0, flat=True).dtype
+            ),
+        )
+
+
+def hybrid_backend(kv: Any, config: HiCacheStorageConfig, sides: dict[str, Any]) -> KVContractHiCacheStorage:
+    """The backend as SGLang's hybrid controller attaches it: the KV pool, then every pool of the group by name."""
+    store = backend(kv, config)
+    store.register_mem_host_pool_v2(kv, PoolName.KV)
+    for name, pool in sides.items():
+        store.register_mem_host_pool_v2(pool, PoolName(name))
+    store.on_host_pools_registered()
+    return store
+
+
+def transfer(name: str, keys: list[str], host_indices: torch.Tensor | None, policy: str = "all_pages") -> Any:
+    """SGLang's ``PoolTransfer`` of pool ``name``."""
+    return PoolTransfer(name=PoolName(name), host_indices=host_indices, keys=keys, hit_policy=PoolHitPolicy(policy))
+
+
 def split_page_bytes(pool: Any, token_index: int) -> bytes:
     """The bytes of a ``page_first_kv_split`` page starting at token ``token_index``: its page of each buffer, K, V, then the indexer's."""
     page = token_index // pool.page_size
@@ -148,10 +227,7 @@ def storage_config(
     tier: dict[str, object] | None = None,
 ) -> HiCacheStorageConfig:
     """SGLang's storage config as its controller builds it, with the dynamic backend's extra config naming kvcontract."""
-    section: dict[str, object] = {
-        "tier": tier or {"kind": "file", "path": str(root), "capacity": "4MiB"},
-        "timeout_seconds": 5,
-    }
+    section: dict[str, object] = {"tier": tier or file_tier(root), "timeout_seconds": 5}
     config: HiCacheStorageConfig = importlib.import_module("sglang.srt.mem_cache.hicache_storage").HiCacheStorageConfig(
         tp_rank=tp_rank,
         tp_size=tp_size,
@@ -163,16 +239,34 @@ def storage_config(
         enable_storage_metrics=True,
         is_page_first_layout=layout == "page_first",
         model_name=model,
-        extra_config={
-            "backend_name": "kvcontract",
-            "module_path": "kvcontract.integrations.sglang",
-            "class_name": "KVContractHiCacheStorage",
-            "interface_v1": 1,
-            "kvcontract": section,
-            **(extra or {}),
-        },
+        extra_config=extra_config(section) | (extra or {}),
     )
     return config
+
+
+def file_tier(root: Path) -> dict[str, object]:
+    """A file tier config under ``root``, big enough for every test."""
+    return {"kind": "file", "path": str(root), "capacity": "4MiB"}
+
+
+def extra_config(section: dict[str, object]) -> dict[str, object]:
+    """SGLang's extra config of a dynamic backend naming kvcontract, with ``section`` as its ``kvcontract`` section."""
+    return {
+        "backend_name": "kvcontract",
+        "module_path": "kvcontract.integrations.sglang",
+        "class_name": "KVContractHiCacheStorage",
+        "interface_v1": 1,
+        "kvcontract": section,
+    }
+
+
+@contextlib.contextmanager
+def one_gloo_rank(rendezvous: Path) -> Generator[None, None, None]:
+    """A one-rank gloo group and SGLang's parallel context for a single rank, as its scheduler sets them."""
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=0, world_size=1)
+    with _runtime.get_parallel().override(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_dcp_size=1, attn_dcp_rank=0):
+        yield
 
 
 def backend(pool: Any, config: HiCacheStorageConfig) -> KVContractHiCacheStorage:

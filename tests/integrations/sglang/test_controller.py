@@ -14,7 +14,7 @@ import importlib
 import subprocess
 import sys
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -23,27 +23,19 @@ import torch
 import torch.distributed as dist
 
 from kvcontract.integrations.sglang import KVContractHiCacheStorage
-from tests.integrations.sglang.support import PAGE, fill_random, page_bytes
+from tests.integrations.sglang.support import PAGE, extra_config, file_tier, fill_random, page_bytes
 
 _controller = importlib.import_module("sglang.srt.managers.cache_controller")
 _memory = importlib.import_module("sglang.srt.mem_cache.memory_pool")
 _paged = importlib.import_module("sglang.srt.mem_cache.allocator.paged")
 _mha = importlib.import_module("sglang.srt.mem_cache.pool_host.mha")
 _utils = importlib.import_module("sglang.srt.mem_cache.utils")
-_runtime = importlib.import_module("sglang.srt.runtime_context")
 
 TOKENS = 64
 WAIT = 20.0
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_rank(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """A one-rank gloo group and SGLang's parallel context for a single rank, as its scheduler sets them."""
-    if not dist.is_initialized():
-        store = tmp_path_factory.mktemp("gloo") / "rendezvous"
-        dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
-    with _runtime.get_parallel().override(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_dcp_size=1, attn_dcp_rank=0):
-        yield
+pytestmark = pytest.mark.usefixtures("gloo_rank")
 
 
 def _controller_on(root: Path, layout: str, model: str = "org/model") -> Any:
@@ -62,13 +54,7 @@ def _controller_on(root: Path, layout: str, model: str = "org/model") -> Any:
         start_layer=0,
         end_layer=1,
     )
-    extra = {
-        "backend_name": "kvcontract",
-        "module_path": "kvcontract.integrations.sglang",
-        "class_name": "KVContractHiCacheStorage",
-        "interface_v1": 1,
-        "kvcontract": {"tier": {"kind": "file", "path": str(root), "capacity": "4MiB"}},
-    }
+    extra = extra_config({"tier": file_tier(root)})
     return _controller.HiCacheController(
         allocator,
         host,
@@ -177,13 +163,12 @@ def test_a_tier_stopped_under_the_controller_costs_no_wrong_byte_and_no_hang(tmp
 _WRITER_PROCESS = """
 import sys
 from pathlib import Path
-import torch.distributed as dist
 from tests.integrations.sglang.cpu_stand_ins import install_stand_ins
 install_stand_ins()
+from tests.integrations.sglang.support import one_gloo_rank
 from tests.integrations.sglang import test_controller as here
 root, rendezvous, start = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=0, world_size=1)
-with here._runtime.get_parallel().override(tp_rank=0, tp_size=1, pp_rank=0, pp_size=1, attn_dcp_size=1, attn_dcp_rank=0):
+with one_gloo_rank(Path(rendezvous)):
     with here._attached(root) as writer:
         _, pages = here._backup(writer, list(range(start, start + 4 * here.PAGE)))
 sys.stdout.write("".join(page.hex() + "\\n" for page in pages))

@@ -22,7 +22,17 @@ from kvcontract.contracts import LookupResult, OffloadKey, SecondaryTier, TierJo
 from kvcontract.integrations.sglang import KVContractHiCacheStorage
 from kvcontract.integrations.sglang.options import DEFAULT_POOL_STAGING_PAGES
 from kvcontract.integrations.sglang.storage import RECOVERY_CALLS
-from tests.integrations.sglang.support import PAGE, backend, fill_random, keys_for, mha_pool, page_bytes, storage_config
+from tests.integrations.sglang.support import (
+    PAGE,
+    PoolName,
+    backend,
+    fill_random,
+    keys_for,
+    mha_pool,
+    page_bytes,
+    storage_config,
+    transfer,
+)
 
 TIMEOUT = 0.2
 STALL = 0.6
@@ -88,7 +98,7 @@ def _gate(store: KVContractHiCacheStorage, *, opens_after: float | None = None) 
     """Put a gated tier around the backend's own file tier (by hand: SGLang never hands a backend a tier)."""
     inner = store.tier.inner if isinstance(store.tier, _GatedTier) else store.tier
     gated = _GatedTier(inner)
-    store._tier = gated  # pyright: ignore[reportPrivateUsage]  # a stalling tier can only be put in by hand
+    store.pool("kv")._tier = gated  # pyright: ignore[reportPrivateUsage]  # a stalling tier can only be put in by hand
     if opens_after is not None:
         opener = threading.Timer(opens_after, gated.gate.set)
         opener.daemon = True
@@ -170,6 +180,27 @@ def test_a_late_zero_copy_load_is_waited_out_so_no_page_is_written_after_the_cal
     assert store.batch_exists(keys) == 3 and torch.equal(before.view(torch.uint8), pool.kv_buffer.view(torch.uint8))
 
 
+def test_a_late_zero_copy_job_of_a_side_pool_is_waited_out_and_the_pool_stays_zero_copy(tmp_path: Path) -> None:
+    """A side pool reserves no page of SGLang's (its pages may be indexed by the KV pool's allocator), so it never copies."""
+    kv, swa = mha_pool("page_first"), mha_pool("page_first")
+    store = _backend(kv, tmp_path)
+    store.register_mem_host_pool_v2(swa, PoolName.SWA)
+    side = store.pool("swa")
+    indices = swa.alloc(2 * PAGE)
+    fill_random(swa, seed=6)
+    keys, expected = keys_for("side", 2), _pages(swa, indices)
+    gated = _GatedTier(side.tier)
+    side._tier = gated  # pyright: ignore[reportPrivateUsage]  # a stalling tier can only be put in by hand
+    threading.Timer(STALL, gated.gate.set).start()
+    started = time.monotonic()
+    assert store.batch_set_v2([transfer("swa", keys, indices)]) == {PoolName.SWA: [True, True]}
+    assert STALL <= time.monotonic() - started < STALL + SLACK  # waited for the tier's reports, no longer
+    fill_random(swa, seed=7)
+    assert store.batch_get_v2([transfer("swa", keys, indices)]) == {PoolName.SWA: [True, True]}
+    assert _pages(swa, indices) == expected
+    assert store.late_jobs == 2 and side.zero_copy and side.reserved is None
+
+
 def test_a_late_zero_copy_store_keeps_the_bytes_of_the_call_not_what_sglang_writes_after(tmp_path: Path) -> None:
     pool = mha_pool("page_first")
     store = _backend(pool, tmp_path)
@@ -198,7 +229,7 @@ def test_after_a_late_job_a_stalled_load_is_a_miss_at_the_timeout_and_touches_on
     before = pool.kv_buffer.clone()
     gated.gate.set()
     _until_reported(store, keys)
-    staging = store._staging_indices  # pyright: ignore[reportPrivateUsage]  # where the lost jobs were allowed to write
+    staging = store.pool("kv").reserved  # where the lost jobs were allowed to write
     assert staging is not None
     assert _changed_tokens(before, pool) <= set(staging.numpy().tolist())  # the late loads wrote staging pages only
 
@@ -295,7 +326,7 @@ def test_zero_copy_false_keeps_the_timeout_on_a_page_first_layout_from_the_first
     before = pool.kv_buffer.clone()
     gated.gate.set()
     _until_reported(store, keys)
-    staging = store._staging_indices  # pyright: ignore[reportPrivateUsage]  # where the lost jobs were allowed to write
+    staging = store.pool("kv").reserved  # where the lost jobs were allowed to write
     assert staging is not None
     assert _changed_tokens(before, pool) <= set(staging.numpy().tolist())
     assert store.late_jobs == 0 and not store.zero_copy  # it never took the zero-copy path, and never goes back to it

@@ -16,12 +16,18 @@ import pytest
 from kvcontract.tiers import RedisTier
 from tests.integrations.sglang.support import (
     PAGE,
+    PoolName,
     backend,
+    fill_pool_random,
     fill_random,
+    hybrid_backend,
     keys_for,
+    mamba_pool,
     mha_pool,
+    page_bytes,
     pages_reach_a_new_instance,
     storage_config,
+    transfer,
 )
 from tests.tiers.redis.support import lru_server_or_skip
 
@@ -37,6 +43,37 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_pages_stored_in_redis_reach_a_new_instance_byte_exact(redis_url: str, tmp_path: Path, layout: str) -> None:
     tier: dict[str, object] = {"kind": "redis", "url": redis_url, "namespace": f"sglang-{layout}", "io_threads": 2}
     pages_reach_a_new_instance(tmp_path, layout, tier, RedisTier)
+
+
+def test_a_hybrid_models_pools_stored_in_redis_reach_a_new_instance_byte_exact(redis_url: str, tmp_path: Path) -> None:
+    tier: dict[str, object] = {"kind": "redis", "url": redis_url, "namespace": "sglang-hybrid", "io_threads": 2}
+    config = storage_config(tmp_path, tier=tier)
+    kv, swa, mamba = mha_pool("page_first"), mha_pool("page_first"), mamba_pool()
+    store = hybrid_backend(kv, config, {"swa": swa, "mamba": mamba})
+    keys = keys_for("redis-hybrid", 3)
+    indices = {"kv": kv.alloc(3 * PAGE), "swa": swa.alloc(2 * PAGE), "mamba": mamba.alloc(1)}
+    fill_random(kv, seed=1)
+    fill_pool_random(swa, seed=2)
+    fill_pool_random(mamba, seed=3)
+    side = {"swa": (swa, keys[-2:]), "mamba": (mamba, keys[-1:])}
+    expected = {name: [page_bytes(pool, int(indices[name][i * pool.page_size])) for i in range(len(named))]
+                for name, (pool, named) in side.items()}  # fmt: skip
+    assert store.batch_set_v1(keys, indices["kv"]) == [True] * 3
+    stored = store.batch_set_v2([transfer(name, named, indices[name]) for name, (_, named) in side.items()])
+    assert stored == {PoolName.SWA: [True, True], PoolName.MAMBA: [True]}
+    store.close()
+    kv2, swa2, mamba2 = mha_pool("page_first"), mha_pool("page_first"), mamba_pool()
+    again = hybrid_backend(kv2, config, {"swa": swa2, "mamba": mamba2})
+    asked = [transfer(name, named, None, "trailing_pages") for name, (_, named) in side.items()]
+    assert again.batch_exists_v2(keys, asked).kv_hit_pages == 3  # Redis answers RETRY first: asked again until known
+    targets = {"swa": swa2.alloc(2 * PAGE), "mamba": mamba2.alloc(1)}
+    loaded = again.batch_get_v2([transfer(name, named, targets[name]) for name, (_, named) in side.items()])
+    assert loaded == {PoolName.SWA: [True, True], PoolName.MAMBA: [True]}
+    pools = {"swa": swa2, "mamba": mamba2}
+    for name, (_, named) in side.items():
+        pool = pools[name]
+        assert [page_bytes(pool, int(targets[name][i * pool.page_size])) for i in range(len(named))] == expected[name]
+    again.close()
 
 
 @pytest.mark.parametrize("layout", ["page_first", "layer_first"])

@@ -213,14 +213,6 @@ def test_unknown_keys_are_one_error_naming_the_key(tmp_path: Path) -> None:
         backend(mha_pool("page_first"), storage_config(tmp_path, extra={"tierr": 1}))
 
 
-def test_v2_calls_are_refused_in_one_line(tmp_path: Path) -> None:
-    store = backend(mha_pool("page_first"), storage_config(tmp_path))
-    with pytest.raises(ValueError, match="hybrid pools"):
-        store.register_mem_host_pool_v2(mha_pool("page_first"), "mamba")
-    with pytest.raises(NotImplementedError, match="hybrid pools"):
-        store.batch_get_v2([])
-
-
 def test_an_unsupported_sglang_is_one_line() -> None:
     with pytest.raises(UnsupportedSGLangError, match="supports SGLang >=0.5.23,<0.6, found SGLang 0.4.9"):
         check_sglang_version("0.4.9")

@@ -341,7 +341,7 @@ def _merged(done: OffloadingWorkerMetadata, reported: OffloadingWorkerMetadata) 
     return merged
 
 
-def _run_jobs(connector: OffloadingConnector, meta: OffloadingConnectorMetadata) -> dict[int, bool]:
+def run_jobs(connector: OffloadingConnector, meta: OffloadingConnectorMetadata) -> dict[int, bool]:
     """One step of the worker-side connector's calls for ``meta``'s jobs, then its next step's, until every job
     is reported: each job's success, as the scheduler reads it from the worker metadata."""
     worker = connector.connector_worker
@@ -388,7 +388,7 @@ def round_trip(model: Path, device: torch.device, *, blocks_per_chunk: int) -> N
         stored = OffloadingConnectorMetadata(
             load_jobs={}, store_jobs={1: TransferJob("r", VLLMGPULoadStoreSpec(source, [count], [0]), host)}
         )
-        assert _run_jobs(connector, stored) == {1: True}
+        assert run_jobs(connector, stored) == {1: True}
         expected = {name: cache[source].clone() for name, cache in caches.items()}
         for cache in caches.values():
             cache[source] = 0  # scrambled: the load must bring the stored bytes back, not find them
@@ -396,7 +396,7 @@ def round_trip(model: Path, device: torch.device, *, blocks_per_chunk: int) -> N
         loaded = OffloadingConnectorMetadata(
             load_jobs={2: TransferJob("r", host, VLLMGPULoadStoreSpec(target, [count], [0]))}, store_jobs={}
         )
-        assert _run_jobs(connector, loaded) == {2: True}
+        assert run_jobs(connector, loaded) == {2: True}
         for name, cache in caches.items():
             assert torch.equal(cache[target], expected[name])
         if blocks_per_chunk > 1:
@@ -404,7 +404,7 @@ def round_trip(model: Path, device: torch.device, *, blocks_per_chunk: int) -> N
             partial = OffloadingConnectorMetadata(
                 load_jobs={3: TransferJob("r", host, VLLMGPULoadStoreSpec(unaligned, [count - 1], [1]))}, store_jobs={}
             )
-            assert _run_jobs(connector, partial) == {3: True}
+            assert run_jobs(connector, partial) == {3: True}
             for name, cache in caches.items():
                 assert torch.equal(cache[unaligned], expected[name][1:])
     finally:

@@ -10,7 +10,7 @@ from vllm.v1.kv_offload.base import LookupResult, Medium, ReqContext, make_offlo
 from vllm.v1.kv_offload.config import OffloadingConfig
 from vllm.v1.kv_offload.factory import OffloadingSpecFactory
 
-from kvcontract.config import ConfigError, TieringManagerConfig
+from kvcontract.config import ConfigError, FileTierConfig, TieringManagerConfig
 from kvcontract.integrations.vllm import (
     KVContractOffloadingManager,
     KVContractOffloadingSpec,
@@ -92,7 +92,8 @@ def test_vllm_publishing_events_turns_the_tiers_events_on_unless_the_config_says
     config = spec_of(offloading_config({**SPEC_PATH, "kvcontract": kvcontract}, events=True)).kvcontract_config
     manager = config.manager
     assert isinstance(manager, TieringManagerConfig)
-    assert [tier.enable_events for tier in manager.secondary] == [True, False]
+    files = [tier for tier in manager.secondary if isinstance(tier, FileTierConfig)]
+    assert [tier.enable_events for tier in files] == [True, False]
 
 
 def test_events_and_stats_in_vllm_types() -> None:

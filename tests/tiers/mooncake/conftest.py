@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Protocol
 
 import pytest
@@ -17,7 +18,7 @@ import torch
 from kvcontract import BlockIdentity
 from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier
-from kvcontract.tiers.remote_tier import RemoteTierLimits
+from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.tiers.mooncake.support import MooncakeStore, missing_reason
 from tests.tiers.support import EVENTS_ON
 
@@ -38,7 +39,7 @@ class MakeTier(Protocol):
         io_threads: int = 2,
         start_degraded: bool = False,
         integrity_key: bytes | None = None,
-        limits: RemoteTierLimits = EVENTS_ON,
+        options: RemoteTierOptions = EVENTS_ON,
         master: str | None = None,
     ) -> MooncakeTier: ...
 
@@ -63,7 +64,8 @@ def tier_on(
     master: str | None = None,
     metadata_server: str | None = None,
     integrity_key: bytes | None = None,
-    limits: RemoteTierLimits = EVENTS_ON,
+    options: RemoteTierOptions = EVENTS_ON,
+    timeout: float = 1.0,
 ) -> MooncakeTier:
     """A tier on ``store`` (or the given addresses) over ``host`` that lends the store no memory, of the example identity unless told."""
     return MooncakeTier(
@@ -73,14 +75,16 @@ def tier_on(
         metadata_server=metadata_server if metadata_server is not None else store.metadata_server,
         global_segment_size=0,
         local_buffer_size=16 << 20,
-        timeout=1.0,
-        namespace=namespace,
-        lookup_timeout=lookup_timeout,
-        io_threads=io_threads,
-        retry_interval=0.05,
-        start_degraded=start_degraded,
+        timeout=timeout,
         integrity_key=integrity_key,
-        limits=limits,
+        options=replace(
+            options,
+            namespace=namespace,
+            lookup_timeout=lookup_timeout,
+            io_threads=io_threads,
+            retry_interval=0.05,
+            start_degraded=start_degraded,
+        ),
     )
 
 
@@ -99,7 +103,7 @@ def make_tier(mooncake_store: MooncakeStore, host: torch.Tensor) -> Iterator[Mak
         io_threads: int = 2,
         start_degraded: bool = False,
         integrity_key: bytes | None = None,
-        limits: RemoteTierLimits = EVENTS_ON,
+        options: RemoteTierOptions = EVENTS_ON,
         master: str | None = None,
     ) -> MooncakeTier:
         tier = tier_on(
@@ -111,7 +115,7 @@ def make_tier(mooncake_store: MooncakeStore, host: torch.Tensor) -> Iterator[Mak
             io_threads=io_threads,
             start_degraded=start_degraded,
             integrity_key=integrity_key,
-            limits=limits,
+            options=options,
             master=master,
         )
         tiers.append(tier)

@@ -23,7 +23,7 @@ from typing_extensions import override
 
 from kvcontract.tiers import MooncakeTier
 from kvcontract.tiers.mooncake import tier as mooncake_tier
-from kvcontract.tiers.remote_tier import RemoteTier
+from kvcontract.tiers.remote_tier import RemoteTier, RemoteTierStats
 from tests.profiles import stateful_settings
 from tests.tiers.conftest import key
 from tests.tiers.mooncake.conftest import tier_on
@@ -44,7 +44,7 @@ class MooncakeTierMachine(RemoteTierMachine):
         self.stalls = 0
 
     @override
-    def make_tier(self, host: torch.Tensor, namespace: str) -> RemoteTier:
+    def make_tier(self, host: torch.Tensor, namespace: str) -> RemoteTier[RemoteTierStats]:
         return tier_on(self.store, host, namespace=namespace, identity=REMOTE_IDENTITY)
 
     @override

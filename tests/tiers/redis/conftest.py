@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -18,7 +19,7 @@ import torch
 from kvcontract import BlockIdentity
 from kvcontract.testing import example_identity
 from kvcontract.tiers import RedisTier
-from kvcontract.tiers.remote_tier import RemoteTierLimits
+from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.tiers.redis.support import RedisClusterServers, RedisServer, missing_reason
 from tests.tiers.support import EVENTS_ON
 
@@ -43,7 +44,7 @@ class MakeTier(Protocol):
         io_threads: int = 2,
         start_degraded: bool = False,
         integrity_key: bytes | None = None,
-        limits: RemoteTierLimits = EVENTS_ON,
+        options: RemoteTierOptions = EVENTS_ON,
     ) -> RedisTier: ...
 
 
@@ -90,7 +91,7 @@ def make_tier(redis_server: RedisServer, host: torch.Tensor) -> Iterator[MakeTie
         io_threads: int = 2,
         start_degraded: bool = False,
         integrity_key: bytes | None = None,
-        limits: RemoteTierLimits = EVENTS_ON,
+        options: RemoteTierOptions = EVENTS_ON,
     ) -> RedisTier:
         blocks = host if host_blocks is None else host_blocks
         tier = RedisTier(
@@ -98,16 +99,18 @@ def make_tier(redis_server: RedisServer, host: torch.Tensor) -> Iterator[MakeTie
             identity=identity if identity is not None else example_identity(int(blocks.shape[1])),
             url=None if cluster_nodes else url or redis_server.url,
             cluster_nodes=cluster_nodes,
-            namespace=namespace or default_namespace,
             socket_timeout=socket_timeout,
             connect_timeout=socket_timeout,
-            lookup_timeout=lookup_timeout,
             ttl_seconds=ttl_seconds,
-            io_threads=io_threads,
-            retry_interval=0.05,
-            start_degraded=start_degraded,
             integrity_key=integrity_key,
-            limits=limits,
+            options=replace(
+                options,
+                namespace=namespace or default_namespace,
+                lookup_timeout=lookup_timeout,
+                io_threads=io_threads,
+                retry_interval=0.05,
+                start_degraded=start_degraded,
+            ),
         )
         tiers.append(tier)
         return tier

@@ -17,6 +17,7 @@ from kvcontract.testing import example_identity
 from kvcontract.tiers import RedisTier
 from kvcontract.tiers.integrity import SecretFileError
 from kvcontract.tiers.redis.client import RedisAccess, RedisUnavailableError
+from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.required_parts import skip_unless_required
 from tests.tiers.redis.support import HOST, RedisServer, fill, free_port, job_counter, key, load, pattern, settle, store
 
@@ -86,12 +87,10 @@ def _tier(server: TlsServer, host: torch.Tensor, access: RedisAccess) -> RedisTi
         host,
         identity=example_identity(int(host.shape[1])),
         url=server.url,
-        namespace="tls",
         socket_timeout=5.0,
         connect_timeout=5.0,
-        io_threads=2,
-        lookup_timeout=10.0,
         access=access,
+        options=RemoteTierOptions(namespace="tls", io_threads=2, lookup_timeout=10.0),
     )
 
 

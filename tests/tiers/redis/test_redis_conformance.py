@@ -9,6 +9,7 @@ import torch
 from kvcontract import OffloadKey, SecondaryTier
 from kvcontract.testing import check_tier, example_identity
 from kvcontract.tiers import RedisTier
+from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.tiers.redis.support import RedisServer
 
 
@@ -20,8 +21,7 @@ def test_the_redis_tier_conforms(redis_server: RedisServer) -> None:
             host_blocks,
             identity=example_identity(int(host_blocks.shape[1])),
             url=redis_server.url,
-            namespace=f"conformance{next(namespaces)}",
-            io_threads=2,
+            options=RemoteTierOptions(namespace=f"conformance{next(namespaces)}", io_threads=2),
         )
 
     def corrupt(tier: SecondaryTier, key: OffloadKey) -> None:

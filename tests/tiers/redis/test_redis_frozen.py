@@ -10,7 +10,7 @@ import torch
 
 from kvcontract import LookupResult, TierJob, TransferResult
 from kvcontract.tiers import RedisTier
-from kvcontract.tiers.remote_tier import RemoteTierLimits
+from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.tiers.redis.conftest import MakeTier
 from tests.tiers.redis.support import RedisServer, fill, job_counter, key, settle, store
 
@@ -83,7 +83,7 @@ def test_shutdown_returns_within_a_bound_with_jobs_in_flight(
 def test_a_load_past_its_deadline_fails_once_and_its_late_bytes_never_land(
     make_tier: MakeTier, frozen: RedisServer, host: torch.Tensor
 ) -> None:
-    tier = make_tier(url=frozen.url, socket_timeout=5.0, limits=RemoteTierLimits(job_deadline=0.3))
+    tier = make_tier(url=frozen.url, socket_timeout=5.0, options=RemoteTierOptions(job_deadline=0.3))
     jobs = job_counter()
     fill(host, [0], [1])
     assert store(tier, jobs, [key(1)], [0]).success
@@ -110,7 +110,7 @@ def test_a_load_past_its_deadline_fails_once_and_its_late_bytes_never_land(
 
 
 def test_a_store_past_its_deadline_is_reported_once(make_tier: MakeTier, frozen: RedisServer) -> None:
-    tier = make_tier(url=frozen.url, socket_timeout=5.0, limits=RemoteTierLimits(job_deadline=0.3))
+    tier = make_tier(url=frozen.url, socket_timeout=5.0, options=RemoteTierOptions(job_deadline=0.3))
     jobs = job_counter()
     assert store(tier, jobs, [key(1)], [0]).success
     frozen.freeze()

@@ -13,6 +13,7 @@ from kvcontract import BlockIdentity, SecondaryTier
 from kvcontract.assembly import build_tier
 from kvcontract.config import RedisTierConfig
 from kvcontract.tiers import RedisTier
+from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.profiles import stateful_settings
 from tests.tiers.redis.support import RedisServer
 from tests.tiers.support import SharedTierMachine, engines_keep_their_own
@@ -42,6 +43,11 @@ def test_no_load_ever_returns_a_value_of_another_identity(redis_server: RedisSer
     class RedisMachine(SharedTierMachine):
         @override
         def make_tier(self, identity: BlockIdentity, host: torch.Tensor) -> SecondaryTier:
-            return RedisTier(host, identity=identity, url=redis_server.url, lookup_timeout=10.0, io_threads=1)
+            return RedisTier(
+                host,
+                identity=identity,
+                url=redis_server.url,
+                options=RemoteTierOptions(lookup_timeout=10.0, io_threads=1),
+            )
 
     run_state_machine_as_test(RedisMachine, settings=stateful_settings(steps=30, fast_examples=10))

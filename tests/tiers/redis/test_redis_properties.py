@@ -23,7 +23,7 @@ from hypothesis.stateful import rule, run_state_machine_as_test
 from typing_extensions import override
 
 from kvcontract.tiers import RedisTier
-from kvcontract.tiers.remote_tier import RemoteTier
+from kvcontract.tiers.remote_tier import RemoteTier, RemoteTierOptions, RemoteTierStats
 from tests.profiles import stateful_settings
 from tests.tiers.conftest import key
 from tests.tiers.redis.support import RedisServer
@@ -36,17 +36,14 @@ class RedisTierMachine(RemoteTierMachine):
     server: ClassVar[RedisServer]
 
     @override
-    def make_tier(self, host: torch.Tensor, namespace: str) -> RemoteTier:
+    def make_tier(self, host: torch.Tensor, namespace: str) -> RemoteTier[RemoteTierStats]:
         return RedisTier(
             host,
             identity=REMOTE_IDENTITY,
             url=self.server.url,
-            namespace=namespace,
             socket_timeout=0.25,
             connect_timeout=0.25,
-            lookup_timeout=10.0,
-            retry_interval=0.02,
-            io_threads=2,
+            options=RemoteTierOptions(namespace=namespace, lookup_timeout=10.0, retry_interval=0.02, io_threads=2),
         )
 
     @override

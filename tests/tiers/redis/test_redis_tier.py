@@ -13,6 +13,7 @@ from kvcontract import LookupResult, OffloadingEvent, TierJob
 from kvcontract.testing import example_identity
 from kvcontract.tiers import RedisTier
 from kvcontract.tiers.redis.client import RedisUnavailableError
+from kvcontract.tiers.remote_tier import RemoteTierOptions
 from kvcontract.tiers.store_value import encode_value
 from tests.tiers.redis.conftest import MakeTier
 from tests.tiers.redis.support import (
@@ -196,8 +197,7 @@ def test_start_degraded_misses_until_the_server_comes(tmp_path: object, host: to
         identity=IDENTITY,
         url=f"redis://127.0.0.1:{port}/0",
         connect_timeout=0.5,
-        retry_interval=0.05,
-        start_degraded=True,
+        options=RemoteTierOptions(retry_interval=0.05, start_degraded=True),
     )
     server: RedisServer | None = None
     try:

@@ -1,37 +1,25 @@
-"""Assembly: the managers, tiers and worker a validated :class:`KVContractConfig` describes.
-
-Kept apart from ``config.py`` so that the schema imports no component: loading and
-validating a config never imports torch's copy engine or the tiers.
-"""
+"""The manager tree and the worker a validated :class:`KVContractConfig` describes, and the runtime checks it switches."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
 
+from kvcontract.assembly.tiers import build_tier
 from kvcontract.config import (
     ConfigError,
     CPUManagerConfig,
-    FileTierConfig,
     KVContractConfig,
-    MooncakeTierConfig,
-    RedisTierConfig,
     TieringManagerConfig,
 )
 from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.manager import OffloadingManager
-from kvcontract.contracts.tier import SecondaryTier
 from kvcontract.enforce import configure
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager, TieringOffloadingManager
-from kvcontract.tiers import FileTier, MooncakeTier, RedisTier
-from kvcontract.tiers.integrity import read_integrity_key, read_secret_file
-from kvcontract.tiers.redis.client import RedisAccess
-from kvcontract.tiers.remote_tier import RemoteTierLimits
 from kvcontract.transfer import HostBuffer, TorchOffloadingWorker
 
-__all__ = ["apply_runtime_checks", "build_manager", "build_tier", "build_worker"]
+__all__ = ["apply_runtime_checks", "build_manager", "build_worker"]
 
 
 def apply_runtime_checks(config: KVContractConfig) -> None:
@@ -64,7 +52,7 @@ def build_manager(
         host = host_blocks if host_blocks is not None else _shared_host_blocks(config)
         _check_host_blocks(host, config)
         tiers = [build_tier(tier, config, host, identity=identity) for tier in manager.secondary]
-        built = TieringOffloadingManager(built, tiers)
+        built = TieringOffloadingManager(built, tiers, cascade_share=manager.cascade_share)
     if primary.admission is not None:
         built = FilterReusedOffloadingManager(
             built,
@@ -114,108 +102,6 @@ def _check_host_blocks(host: torch.Tensor, config: KVContractConfig) -> None:
                 "config (build_worker), or a shared-memory file of that size"
             ],
         )
-
-
-def build_tier(
-    tier: FileTierConfig | RedisTierConfig | MooncakeTierConfig,
-    config: KVContractConfig,
-    host_blocks: torch.Tensor,
-    *,
-    identity: BlockIdentity | None = None,
-) -> SecondaryTier:
-    """The secondary tier ``tier`` describes, moving blocks of ``identity`` (by default
-    ``config.block_identity()``) in and out of ``host_blocks``."""
-    block_identity = identity if identity is not None else config.block_identity()
-    if isinstance(tier, RedisTierConfig):
-        return _build_redis(tier, block_identity, host_blocks)
-    if isinstance(tier, MooncakeTierConfig):
-        return _build_mooncake(tier, block_identity, host_blocks)
-    return FileTier(
-        tier.path,
-        tier.capacity,
-        host_blocks,
-        identity=block_identity,
-        policy=tier.policy.kind,
-        io_threads=tier.io_threads,
-        umask=tier.umask,
-        trust_shared_root=tier.trust_shared_root,
-        enable_events=tier.enable_events,
-        integrity_key=_integrity_key(tier.integrity_key_file),
-    )
-
-
-def _integrity_key(path: Path | None) -> bytes | None:
-    """The integrity key in ``path`` (its owner and mode checked), or ``None`` when the config names no key file."""
-    return None if path is None else read_integrity_key(path)
-
-
-def _limits(tier: RedisTierConfig | MooncakeTierConfig) -> RemoteTierLimits:
-    """What a remote tier keeps and how long its jobs may take, as ``tier`` sets them."""
-    return RemoteTierLimits(
-        job_deadline=tier.job_deadline, known_keys=tier.known_keys, enable_events=tier.enable_events
-    )
-
-
-def _redis_access(tier: RedisTierConfig) -> RedisAccess:
-    """The ACL login and TLS of ``tier``, its password read from ``password_file`` (owner and mode checked)."""
-    password = None
-    if tier.password_file is not None:
-        password = read_secret_file(tier.password_file, "password_file").decode().rstrip("\r\n")
-    return RedisAccess(
-        username=tier.username,
-        password=password,
-        tls=tier.tls,
-        tls_ca_file=tier.tls_ca_file,
-        tls_cert_file=tier.tls_cert_file,
-        tls_key_file=tier.tls_key_file,
-        tls_check_hostname=tier.tls_check_hostname,
-    )
-
-
-def _build_redis(tier: RedisTierConfig, identity: BlockIdentity, host_blocks: torch.Tensor) -> RedisTier:
-    nodes = [(host, int(port)) for host, _, port in (node.rpartition(":") for node in tier.cluster_nodes)]
-    return RedisTier(
-        host_blocks,
-        identity=identity,
-        url=tier.url,
-        cluster_nodes=nodes,
-        namespace=tier.namespace,
-        socket_timeout=tier.socket_timeout,
-        connect_timeout=tier.connect_timeout,
-        pool_size=tier.pool_size,
-        ttl_seconds=tier.ttl_seconds,
-        io_threads=tier.io_threads,
-        lookup_timeout=tier.lookup_timeout,
-        retry_interval=tier.retry_interval,
-        start_degraded=tier.start_degraded,
-        integrity_key=_integrity_key(tier.integrity_key_file),
-        access=_redis_access(tier),
-        limits=_limits(tier),
-    )
-
-
-def _build_mooncake(tier: MooncakeTierConfig, identity: BlockIdentity, host_blocks: torch.Tensor) -> MooncakeTier:
-    return MooncakeTier(
-        host_blocks,
-        identity=identity,
-        master=tier.master,
-        metadata_server=tier.metadata_server,
-        protocol=tier.protocol,
-        devices=tier.devices,
-        local_hostname=tier.local_hostname,
-        global_segment_size=tier.global_segment_size,
-        local_buffer_size=tier.local_buffer_size,
-        replicas=tier.replicas,
-        timeout=tier.timeout,
-        client_log_level=tier.client_log_level,
-        io_threads=tier.io_threads,
-        namespace=tier.namespace,
-        lookup_timeout=tier.lookup_timeout,
-        retry_interval=tier.retry_interval,
-        start_degraded=tier.start_degraded,
-        integrity_key=_integrity_key(tier.integrity_key_file),
-        limits=_limits(tier),
-    )
 
 
 def build_worker(
