@@ -1,10 +1,12 @@
 """The pages a newcomer reads first point at things that exist: no placeholder addresses, every
-file they name is there, and every example has a README."""
+file they name is there, every example has a README, and the Python in the docs runs."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -79,3 +81,64 @@ def test_each_engine_s_cpu_test_install_is_quoted_from_its_one_source(engine: st
         text = (ROOT / page).read_text(encoding="utf-8")
         missing = [c for c in commands if c not in text and c.removeprefix("python -m ") not in text]
         assert missing == [], f"{page} does not quote {missing} from requirements/{engine}.txt"
+
+
+CODE_PAGES = sorted([ROOT / "README.md", *ROOT.glob("docs/**/*.md")])
+_PYTHON_BLOCK = re.compile(
+    r"^(?:<!-- not run: (?P<why>.*?) -->\n)?```python\n(?P<code>.*?)^```", re.MULTILINE | re.DOTALL
+)
+_OPT_OUT = re.compile(r"<!-- not run:")
+_BLOCK_TIMEOUT = 120
+"""Seconds one page's blocks may take: a quickstart's, not a benchmark's."""
+
+
+def python_blocks(page: Path) -> list[tuple[int, str | None, str]]:
+    """Each ```python block of ``page``: its first line, why it is not run (``None``: it is), its code."""
+    text = page.read_text(encoding="utf-8")
+    return [
+        (text.count("\n", 0, match.start("code")) + 1, match["why"], match["code"])
+        for match in _PYTHON_BLOCK.finditer(text)
+    ]
+
+
+def _runner(page: Path) -> str:
+    """A program that runs the page's blocks in order in one namespace, each under its own page and line."""
+    name = page.relative_to(ROOT)
+    lines = ["namespace: dict[str, object] = {'__name__': '__main__'}"]
+    for line, why, code in python_blocks(page):
+        if why is None:
+            source = "\n" * (line - 1) + code  # tracebacks give the page's own line numbers
+            lines.append(f"exec(compile({source!r}, {str(name)!r}, 'exec'), namespace)")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    "page",
+    [page for page in CODE_PAGES if any(why is None for _, why, _ in python_blocks(page))],
+    ids=lambda page: str(page.relative_to(ROOT)),
+)
+def test_the_python_blocks_of_a_page_run(page: Path, tmp_path: Path) -> None:
+    """A page's blocks run in order in a fresh interpreter, as a reader pastes them one after another.
+
+    A block that needs a GPU, an engine, a server or a package of the reader's own, or that
+    shows code kvcontract refuses, says so on the line before it: ``<!-- not run: why -->``.
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", _runner(page)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=_BLOCK_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("page", CODE_PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_every_block_left_out_says_why_and_precedes_a_python_block(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    reasons = [why for _, why, _ in python_blocks(page) if why is not None]
+    assert len(_OPT_OUT.findall(text)) == len(reasons)
+    assert all(why.strip() for why in reasons)

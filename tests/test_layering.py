@@ -1,6 +1,6 @@
 """The layering of the package, drawn from its import statements with :mod:`ast`.
 
-Contracts < components < assembly < simulation < planning and observation < commands and
+Contracts < components < assembly < the engine driver < simulation < planning and observation < commands and
 integrations: a package imports its own layer or those below, never one above. Drawn here
 rather than with import-linter because the rules also tell a module-level import from one
 in a function body or under ``TYPE_CHECKING`` (the optional parts may be imported lazily),
@@ -24,7 +24,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "kvcontract"
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"kvcontract", "kvcontract.contracts", "kvcontract.enforce", "kvcontract.extras"}),
     frozenset({"kvcontract.policies", "kvcontract.managers", "kvcontract.tiers", "kvcontract.transfer"}),
-    frozenset({"kvcontract.config", "kvcontract.assembly", "kvcontract.metrics", "kvcontract.prometheus"}),
+    frozenset({"kvcontract.config", "kvcontract.assembly", "kvcontract.metrics"}),
+    frozenset({"kvcontract.engine_driver"}),
     frozenset({"kvcontract.sim"}),
     frozenset({"kvcontract.plan", "kvcontract.observe"}),
     frozenset(
@@ -42,6 +43,14 @@ LAYERS: tuple[frozenset[str], ...] = (
 
 OPTIONAL_PARTS = frozenset({"vllm", "sglang", "redis", "mooncake", "prometheus_client", "matplotlib"})
 """What the core may import only where it is used (a function body) or for the type checker."""
+
+IMPORT_EFFECTS: Mapping[str, str] = {
+    "kvcontract.__main__": "``python -m kvcontract`` runs the command",
+    "kvcontract.policies.registry": "fills its own table with the built-in policies",
+    "kvcontract.integrations.vllm": "refuses an unsupported vLLM release, naming the one found",
+    "kvcontract.integrations.sglang": "refuses an unsupported SGLang release, naming the one found",
+}
+"""The only modules whose top level calls something, and what the call does (CONTRIBUTING.md)."""
 
 Where = Literal["module", "function", "type_checking"]
 
@@ -62,7 +71,7 @@ def module_name(path: Path) -> str:
 
 
 def package_of(module: str) -> str:
-    """The unit a layer holds: ``kvcontract.sim.driver`` is in ``kvcontract.sim``."""
+    """The unit a layer holds: ``kvcontract.sim.trace`` is in ``kvcontract.sim``."""
     return ".".join(module.split(".")[:2])
 
 
@@ -190,7 +199,8 @@ def test_no_import_circle(granularity: str) -> None:
     """No circle between kvcontract's packages, nor between its modules, lazy imports included.
 
     ``contracts/base.py`` and ``enforce.py`` formed one (base imported the enforcement in a
-    function body) until the enforcement registered itself with the base.
+    function body, and the enforcement imported base); now base imports the enforcement and the
+    enforcement names the root without importing it.
     """
     unit = package_of if granularity == "package" else str
     graph: dict[str, set[str]] = {}
@@ -244,6 +254,37 @@ def test_the_drawing_sees_the_imports_it_judges() -> None:
     """The graph is not empty by mistake: known imports of each kind are in it."""
     drawn = {(i.importer, i.target, i.where) for i in imports()}
     assert ("kvcontract.observe.whatif", "kvcontract.sim.observer", "module") in drawn
-    assert ("kvcontract.contracts", "kvcontract.contracts.enforcement.classes", "module") in drawn
+    assert ("kvcontract.contracts.base", "kvcontract.contracts.enforcement.classes", "module") in drawn
     assert any(i.target == "redis" and i.where == "function" for i in imports())
     assert any(i.target.startswith("matplotlib") and i.where == "type_checking" for i in imports())
+
+
+def _top_level_calls(body: list[ast.stmt]) -> list[int]:
+    """Lines of the calls a module makes as a statement when imported, under ``if``/``try``/``with`` too."""
+    lines: list[int] = []
+    for statement in body:
+        match statement:
+            case ast.Expr(value=ast.Call()):
+                lines.append(statement.lineno)
+            case ast.If() | ast.Try() | ast.With():
+                for block in ("body", "orelse", "finalbody"):
+                    lines += _top_level_calls(getattr(statement, block, []))
+                for handler in getattr(statement, "handlers", []):
+                    lines += _top_level_calls(handler.body)
+            case _:
+                pass
+    return lines
+
+
+def test_no_import_has_a_hidden_side_effect() -> None:
+    """Importing a module defines names; it calls nothing for its effect, but in ``IMPORT_EFFECTS``.
+
+    Importing ``kvcontract.contracts`` once registered the runtime enforcement with the
+    contracts' root; the root calls the enforcement itself now.
+    """
+    found = {
+        module: lines
+        for module, path in modules().items()
+        if (lines := _top_level_calls(ast.parse(path.read_text(encoding="utf-8")).body))
+    }
+    assert sorted(found) == sorted(IMPORT_EFFECTS)

@@ -72,7 +72,7 @@ def use_c_loop(library: ctypes.CDLL) -> None:
     def copy_pages(self: ThreadCopyEngine, pages: Pages) -> None:
         dst, src, sizes = (np.asarray(column, dtype=np.int64) for column in (pages.dst, pages.src, pages.sizes))
         # the offsets of ``pages`` count from the start of the engine's span
-        base = ctypes.addressof(ctypes.c_char.from_buffer(self._span))
+        base = ctypes.addressof(ctypes.c_char.from_buffer(self._span))  # pyright: ignore[reportPrivateUsage]  # the engine's own memory
         copy_runs(sizes.size, dst.ctypes.data, src.ctypes.data, sizes.ctypes.data, base)
 
     ThreadCopyEngine.copy_pages = copy_pages  # type: ignore[method-assign]  # the point of the tool
@@ -111,12 +111,12 @@ def cpu_rounds(rounds: int, pages: Sequence[int], batches: Sequence[int], c_loop
             start = time.thread_time()
             ctypes.memmove(dst, src, nbytes)
             return time.thread_time() - start
-        engine = worker._engine  # the engine itself, run on this thread
+        engine = worker._engine  # pyright: ignore[reportPrivateUsage]  # the engine itself, run on this thread
         assert isinstance(engine, ThreadCopyEngine)
         gpu = GPULoadStoreSpec(places.sample(range(blocks), batch))
         host = places.sample(range(blocks), batch)
         mapping = BlockMapping.of(
-            engine._layout,  # the engine's own layout
+            engine._layout,  # pyright: ignore[reportPrivateUsage]  # the engine's own layout
             gpu,
             host,
             num_host_blocks=blocks,
@@ -152,7 +152,7 @@ def cpu_rounds(rounds: int, pages: Sequence[int], batches: Sequence[int], c_loop
             [t[1] / t[0] for t in times],
         )
         text = ", ".join(f"{statistics.median(c):.2f} ({min(c):.2f}-{max(c):.2f})" for c in columns)
-        print(f"{bench_transfer._size(page)} {batch} {direction.value}: {text}")
+        print(f"{bench_transfer.page_label(page)} {batch} {direction.value}: {text}")
 
 
 def main(argv: Sequence[str]) -> int:

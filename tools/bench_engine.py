@@ -101,7 +101,9 @@ def serve(model: str, side: str, gpu_blocks: int, max_model_len: int) -> None:
         for _ in range(100):  # stores still in flight hold blocks; a step lets them land
             if llm.reset_prefix_cache():
                 return
-            llm.generate([TokensPrompt(prompt_token_ids=[1, 2])], first, use_tqdm=False)
+            llm.generate(  # pyright: ignore[reportUnknownMemberType]  (vLLM leaves its tqdm type open)
+                [TokensPrompt(prompt_token_ids=[1, 2])], first, use_tqdm=False
+            )
         raise RuntimeError("vLLM never emptied its prefix cache")
 
     def stored_bytes() -> float:
@@ -116,7 +118,9 @@ def serve(model: str, side: str, gpu_blocks: int, max_model_len: int) -> None:
         for _ in range(10_000):
             if stored_bytes() >= total:
                 return
-            llm.generate([TokensPrompt(prompt_token_ids=[1, 2])], first, use_tqdm=False)
+            llm.generate(  # pyright: ignore[reportUnknownMemberType]  (vLLM leaves its tqdm type open)
+                [TokensPrompt(prompt_token_ids=[1, 2])], first, use_tqdm=False
+            )
         raise RuntimeError(f"the offloading never stored {total:.0f} bytes")
 
     print(json.dumps({"ready": True}), file=replies, flush=True)
@@ -190,7 +194,7 @@ def tokens(draw: random.Random, count: int) -> list[int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--prefix", type=int, default=4096)
     parser.add_argument("--layers", type=int, default=8)
@@ -217,7 +221,9 @@ def main() -> None:
     offloading = ["kvcontract", "vllm"] if args.vllm_spec else ["kvcontract"]
     engines = {side: Engine(path, side, args, workdir / f"{side}.log") for side in [*offloading, "none"]}
     draw = random.Random(7)
-    ttft = {side: {"recompute": [], "prefix_cache_hit": [], "reload": []} for side in offloading}
+    ttft: dict[str, dict[str, list[float]]] = {
+        side: {"recompute": [], "prefix_cache_hit": [], "reload": []} for side in offloading
+    }
     speedups: dict[str, list[float]] = {side: [] for side in offloading}
     floors: dict[str, list[float]] = {side: [] for side in offloading}
     workload: dict[str, list[float]] = {side: [] for side in engines}

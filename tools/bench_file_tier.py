@@ -14,6 +14,7 @@ read data that was just written and read once.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import os
 import re
@@ -206,7 +207,7 @@ def bench_block_size(
         for thread_count in threads:
             tier = FileTier(root, count, host, identity=identity, io_threads=thread_count)
             host.zero_()
-            seconds = best_of(repeat, cold, lambda tier=tier: time_tier_loads(tier, keys, job_blocks))
+            seconds = best_of(repeat, cold, functools.partial(time_tier_loads, tier, keys, job_blocks))
             tier.shutdown()
             if not torch.equal(host, original):
                 raise RuntimeError("the loaded blocks differ from the stored ones")
@@ -247,7 +248,7 @@ def _sealed_runs(
     for cache, thread_count in itertools.product(caches, threads):
         tier = FileTier(root, count, host, identity=identity, io_threads=thread_count, integrity_key=key)
         host.zero_()
-        seconds = best_of(repeat, cache == "cold", lambda tier=tier: time_tier_loads(tier, keys, job_blocks))
+        seconds = best_of(repeat, cache == "cold", functools.partial(time_tier_loads, tier, keys, job_blocks))
         tier.shutdown()
         if not torch.equal(host, original):
             raise RuntimeError("the loaded sealed blocks differ from the stored ones")

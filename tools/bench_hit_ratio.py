@@ -15,6 +15,7 @@ trace and, with ``--plot PATH``, draws best kvcontract, best vLLM and the optimu
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import sys
@@ -180,10 +181,12 @@ def plot(results: dict[str, dict[str, dict[float, float]]], path: Path) -> None:
     for axis in list(axes.flat)[len(results) :]:
         axis.set_visible(False)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, bbox_to_anchor=(0.5, -0.02))
+    figure.legend(  # pyright: ignore[reportUnknownMemberType]  # matplotlib leaves **kwargs untyped
+        handles, labels, loc="lower center", ncol=len(labels), fontsize=8, bbox_to_anchor=(0.5, -0.02)
+    )
     figure.tight_layout(rect=(0, 0.04, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=90, bbox_inches="tight")
+    figure.savefig(path, dpi=90, bbox_inches="tight")  # pyright: ignore[reportUnknownMemberType]  # matplotlib leaves **kwargs untyped
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -201,11 +204,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown traces {unknown}; known: conversation, {', '.join(SHAPES)}")
     with_vllm = not options.no_vllm
-    if with_vllm:
-        try:
-            import vllm.v1.kv_offload.cpu.manager  # noqa: F401  # the vLLM rows need vLLM
-        except ImportError:
-            sys.exit("the vLLM rows need vLLM: pip install 'kvcontract[vllm]', or pass --no-vllm")
+    if with_vllm and importlib.util.find_spec("vllm") is None:  # the vLLM rows need vLLM
+        sys.exit("the vLLM rows need vLLM: pip install 'kvcontract[vllm]', or pass --no-vllm")
     results: dict[str, dict[str, dict[float, float]]] = {}
     if options.from_results is not None:
         saved: dict[str, dict[str, dict[str, float]]] = json.loads(options.from_results.read_text())

@@ -24,6 +24,7 @@ before it starts the clock.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import sys
 import time
@@ -37,10 +38,11 @@ from rich.console import Console
 from rich.table import Table
 
 from kvcontract.enforce import configure
+from kvcontract.engine_driver.keys import key_chains
+from kvcontract.engine_driver.orders import RequestServer
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.policies import available_policies
 from kvcontract.sim import TraceRequest, read_trace, replay
-from kvcontract.sim.driver import RequestServer, key_chains
 from kvcontract.sim.shipped import shipped_trace
 
 DEFAULT_TRACE = shipped_trace("mooncake-conversation")
@@ -100,7 +102,7 @@ BLOCK_TOKENS = 16
 
 
 def replay_vllm(manager: Any, chains: Sequence[Sequence[bytes]], contexts: Sequence[Any]) -> tuple[int, float]:
-    """kvcontract's order (``kvcontract.sim.driver``) over vLLM's manager: hit blocks and CPU seconds.
+    """kvcontract's order (``kvcontract.engine_driver``) over vLLM's manager: hit blocks and CPU seconds.
 
     vLLM 0.33's manager has ``touch`` and the driver calls it; 0.34 removed it and commits
     recency at ``on_request_finished``.
@@ -205,11 +207,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--peer-only", action="store_true", help="print only the peer comparison")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the peer comparison (default 5)")
     options = parser.parse_args(argv)
-    if options.peer or options.peer_only:
-        try:
-            import vllm.v1.kv_offload.cpu.manager  # noqa: F401  # the peer column needs vLLM
-        except ImportError:
-            sys.exit("--peer needs vLLM: pip install 'kvcontract[vllm]'")
+    if (options.peer or options.peer_only) and importlib.util.find_spec("vllm") is None:
+        sys.exit("--peer needs vLLM: pip install 'kvcontract[vllm]'")
     policies = [name.strip() for name in options.policies.split(",") if name.strip()]
     unknown = sorted(set(policies) - set(available_policies()))
     if unknown or options.repeats < 1 or options.segment < 1:

@@ -207,8 +207,8 @@ class PagePool:
         """Seconds of ``dst.copy_(src)`` between CUDA events on the current stream."""
         import torch
 
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
+        start = torch.Event(dst.device, enable_timing=True)
+        end = torch.Event(dst.device, enable_timing=True)
         start.record()
         dst.copy_(src, non_blocking=True)
         end.record()
@@ -293,7 +293,7 @@ def _table(cells: Sequence[Cell], title: str) -> object:
     for cell in cells:
         nbytes = cell.batch * cell.page
         table.add_row(
-            _size(cell.page),
+            page_label(cell.page),
             str(cell.batch),
             f"{nbytes / MIB:.2f}",
             *(
@@ -310,7 +310,8 @@ def _table(cells: Sequence[Cell], title: str) -> object:
     return table
 
 
-def _size(nbytes: int) -> str:
+def page_label(nbytes: int) -> str:
+    """A page size as the tables print it: ``64 KiB``, ``1 MiB``."""
     return f"{nbytes // MIB} MiB" if nbytes >= MIB else f"{nbytes // KIB} KiB"
 
 

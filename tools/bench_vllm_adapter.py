@@ -51,12 +51,12 @@ from vllm.v1.kv_offload.cpu.manager import CPUOffloadingManager as VLLMCPUOffloa
 
 from kvcontract.contracts import OffloadingManager, OffloadKey, ReqContext
 from kvcontract.enforce import configure
+from kvcontract.engine_driver.keys import key_chains as contract_key_chains
+from kvcontract.engine_driver.orders import SchedulerOrderServer
 from kvcontract.integrations.vllm import KVContractOffloadingManager
 from kvcontract.integrations.vllm.replay import key_chains, replay_as_scheduler
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.sim import ReplayReport, TraceRequest, read_trace, replay
-from kvcontract.sim.driver import SchedulerOrderServer
-from kvcontract.sim.driver import key_chains as contract_key_chains
 from kvcontract.sim.replay import timed_replay
 from kvcontract.sim.shipped import shipped_trace
 

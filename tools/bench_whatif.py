@@ -31,11 +31,11 @@ from rich.table import Table
 from kvcontract.config import BUILTIN_POLICIES, WhatIfConfig
 from kvcontract.contracts import OffloadKey, ReqContext
 from kvcontract.enforce import configure
+from kvcontract.engine_driver.orders import RequestServer
 from kvcontract.managers import CPUOffloadingManager
 from kvcontract.observe import WhatIfFigure, WhatIfObserver, WhatIfReport
 from kvcontract.observe.whatif import SALT
 from kvcontract.sim import block_key, read_trace, replay
-from kvcontract.sim.driver import RequestServer
 from kvcontract.sim.shipped import shipped_trace
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -58,6 +58,6 @@ def _type(field: dict[str, Any]) -> str:
             return " \\| ".join(_type(option) for option in field[combinator])
     if field.get("type") == "array":
         return f"list of {_type(field.get('items', {}))}"
-    kind = field.get("type", "any")
+    kind = str(field.get("type", "any"))
     bounds = [f"{label} {field[key]}" for key, label in (("minimum", ">="), ("maximum", "<=")) if key in field]
     return kind + (f" ({', '.join(bounds)})" if bounds else "")

@@ -34,7 +34,7 @@ MIN_FAIL_CASES = 12
 _MYPY_IGNORE = re.compile(r"# type: ignore\[([\w-]+)\]")
 _PYRIGHT_IGNORE = re.compile(r"# pyright: ignore\[(\w+)\]")
 _MYPY_ERROR = re.compile(r"^(?P<path>[^:\n]+\.pyi?):\d+: error: ", re.MULTILINE)
-CHECKED_ROOTS = ("kvcontract", "tests", "typecheck")
+CHECKED_ROOTS = ("kvcontract", "tests", "tools", "typecheck")
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class OptionalPart:
 def install_commands(requirements: Path) -> list[str]:
     """The install commands at the top of a ``requirements/*.txt`` file (``#   python -m pip install ...``,
     comments cut): the one source of an engine's CPU-test install, which the docs and this gate quote."""
-    commands = []
+    commands: list[str] = []
     for line in requirements.read_text(encoding="utf-8").splitlines():
         text = line.lstrip("#").strip()
         if line.startswith("#") and text.startswith("python -m pip install"):

@@ -118,7 +118,7 @@ def _metrics_served(port: int | None) -> Generator[MetricsCollector | None, None
     if not 0 <= port <= 65535:
         raise UsageError(f"--metrics-port must be a TCP port (0-65535), got {port}")
     from kvcontract.metrics import MetricsCollector
-    from kvcontract.prometheus import serve_metrics
+    from kvcontract.metrics.prometheus import serve_metrics
 
     collector = MetricsCollector()
     try:

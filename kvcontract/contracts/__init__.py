@@ -1,12 +1,10 @@
 """The contracts of kvcontract: Protocols and the value types they exchange.
 
-Importing the package registers the runtime enforcement (:mod:`.enforcement`) with
-:mod:`.base`, so every implementer is checked from its creation on.
+Every implementer is checked by the runtime enforcement (:mod:`.enforcement`) from its
+creation on: :class:`~.base.Contract` calls it, so importing this package registers nothing.
 """
 
 from kvcontract.contracts.base import Contract
-from kvcontract.contracts.base import register_enforcer as _register_enforcer
-from kvcontract.contracts.enforcement.classes import enforce_class as _enforce_class
 from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import (
     OffloadKey,
@@ -27,8 +25,6 @@ from kvcontract.contracts.values import (
     TransferResult,
 )
 from kvcontract.contracts.worker import OffloadingWorker
-
-_register_enforcer(_enforce_class)
 
 __all__ = [
     "BlockIdentity",

@@ -1,25 +1,20 @@
-"""The root of every contract: subclasses are handed, when created, to the enforcer registered here.
+"""The root of every contract: a subclass is handed to the runtime enforcement when it is created.
 
-``kvcontract.contracts`` registers :mod:`kvcontract.contracts.enforcement`'s enforcer when it
-is imported, so this module imports nothing of the enforcement and the two form no circle.
+The enforcement is imported here, plainly, and called from :meth:`Contract.__init_subclass__`:
+no import registers anything, so a contract is checked whichever module was imported first.
+The enforcement names this root rather than importing it (``enforcement/members.py``), so
+the two form no import circle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from typing_extensions import override
 
-__all__ = ["Contract", "register_enforcer"]
+from kvcontract.contracts.enforcement.classes import enforce_class
 
-_enforcer: Callable[[type], None] | None = None
-
-
-def register_enforcer(enforcer: Callable[[type], None]) -> None:
-    """Make ``enforcer`` process every class that inherits a contract, at its creation."""
-    global _enforcer
-    _enforcer = enforcer
+__all__ = ["Contract"]
 
 
 class Contract(Protocol):
@@ -34,10 +29,4 @@ class Contract(Protocol):
         super().__init_subclass__(**kwargs)
         if cls.__dict__.get("_is_protocol", False):
             return  # a Protocol that extends a contract is a contract itself
-        if _enforcer is None:
-            raise RuntimeError(
-                f"{cls.__module__}.{cls.__qualname__} inherits a kvcontract contract, but no "
-                "enforcer is registered to check it: import kvcontract.contracts (which "
-                "registers it) before defining implementations"
-            )
-        _enforcer(cls)
+        enforce_class(cls)

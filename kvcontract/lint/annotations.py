@@ -11,9 +11,9 @@ import ast
 import importlib
 from typing import NamedTuple
 
+from kvcontract.lint.module_walker import dotted_name
 from kvcontract.lint.resolve import ClassInfo, FunctionValue, Resolver, Unknown
 from kvcontract.lint.runtime_classes import is_stdlib_module
-from kvcontract.lint.summarize import dotted_name
 from kvcontract.lint.summary import ModuleSummary, Ref
 
 __all__ = ["AnyType", "ClassType", "NoneType", "OpaqueType", "TypeExpr", "UnionType", "is_subtype", "type_of"]

@@ -15,12 +15,12 @@ from importlib import metadata
 
 from kvcontract.lint.config import ConfigError, LintConfig, load_config
 from kvcontract.lint.contract_rules import ContractChecker
+from kvcontract.lint.module_walker import summarize_source
 from kvcontract.lint.modules import module_name_of
 from kvcontract.lint.override_rules import OverrideSettings, override_findings
 from kvcontract.lint.resolve import Resolver
 from kvcontract.lint.runner import LintSettings, make_resolver
 from kvcontract.lint.static_conditions import Target
-from kvcontract.lint.summarize import summarize_source
 
 __all__ = ["KVContractFlake8"]
 

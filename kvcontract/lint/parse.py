@@ -14,9 +14,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+from kvcontract.lint.module_walker import summarize_source, summary_of_error
 from kvcontract.lint.modules import ModuleLocation, module_name_of
 from kvcontract.lint.static_conditions import Target
-from kvcontract.lint.summarize import summarize_source, summary_of_error
 from kvcontract.lint.summary import ModuleSummary, SyntaxProblem
 
 __all__ = ["ParsedFile", "default_jobs", "parse_files", "parse_location", "parse_locations"]

@@ -4,7 +4,7 @@ Nothing is counted on the hot path for metrics' sake: a :class:`MetricsCollector
 counters the components keep anyway (``stats()``) at scrape time, and a worker's transfers
 are observed by :class:`MeteredWorker`, a decorator installed only when metrics are on.
 Names follow vLLM's where vLLM has one (``vllm:kv_offload_*``), so its dashboards carry
-over; kvcontract-only figures are ``kvcontract_*``. :mod:`kvcontract.prometheus` serves a
+over; kvcontract-only figures are ``kvcontract_*``. :mod:`kvcontract.metrics.prometheus` serves a
 collector with ``prometheus-client`` (extra ``kvcontract[metrics]``).
 """
 

@@ -5,7 +5,7 @@ within its request: no block is pinned or in flight when the next request looks 
 :class:`~kvcontract.managers.CPUOffloadingManager`'s reference counts, stores in flight,
 request contexts and returned specs decide nothing but cost several microseconds a request.
 A shadow keeps what decides hits: the policy, called through its ``CachePolicy`` methods in
-the order :class:`~kvcontract.sim.driver.RequestServer` calls the manager and the manager
+the order :class:`~kvcontract.engine_driver.orders.RequestServer` calls the manager and the manager
 calls them (a lookup of the longest held prefix, one store of the keys not held, evicting
 for them outside the batch, a touch while the new blocks are in flight, then the
 completion), and the reuse admission's tracker, as

@@ -1,6 +1,6 @@
 """Replaying a trace through a manager as an engine's scheduler would, for hit ratio and speed.
 
-Each request is served in the order of :mod:`kvcontract.sim.driver`. Keys and request
+Each request is served in the order of :mod:`kvcontract.engine_driver`. Keys and request
 contexts are built before the clocks start: the times are manager time plus the loop's own
 small bookkeeping.
 """
@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Protocol, TypeGuard, TypeVar
 
 from kvcontract.contracts import OffloadingManager, ReqContext
-from kvcontract.sim.driver import RequestServer, Served, key_chains
+from kvcontract.engine_driver.keys import key_chains
+from kvcontract.engine_driver.orders import RequestServer, Served
 from kvcontract.sim.trace import read_trace
 
 __all__ = ["HasHashIds", "ReplayReport", "replay", "timed_replay"]

@@ -35,9 +35,10 @@ from kvcontract.contracts import (
     ReqContext,
     TransferResult,
 )
+from kvcontract.engine_driver.keys import key_chains
+from kvcontract.engine_driver.orders import RequestServer, StorePlan
 from kvcontract.managers import TieringStats, TierStats
 from kvcontract.metrics import MeteredWorker, MetricsCollector, manager_source
-from kvcontract.sim.driver import RequestServer, StorePlan, key_chains
 from kvcontract.sim.hit_bound import unbounded_hit_ratio
 from kvcontract.sim.observer import RequestObserver, WhatIfSummary
 
@@ -184,7 +185,7 @@ class _Request:
 class EngineSimulator:
     """A KV cache on a device, a manager and a worker (:class:`EngineParts`), driven per request.
 
-    Requests are served through :class:`kvcontract.sim.driver.RequestServer` in kvcontract's
+    Requests are served through :class:`kvcontract.engine_driver.orders.RequestServer` in kvcontract's
     order, the one every replay uses; the simulator's :class:`_Copies` is the driver's data
     path (the worker's copies, their checks, and each store's completion at its point of the
     schedule).

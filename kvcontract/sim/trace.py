@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TypeGuard
 
-from kvcontract.contracts import OffloadKey, make_offload_key
+from kvcontract.engine_driver.keys import HASH_ID_BYTES
 from kvcontract.sim.shipped import shipped_trace
 
 __all__ = [
@@ -34,7 +34,6 @@ __all__ = [
     "MAX_LINE_BYTES",
     "TraceFormatError",
     "TraceRequest",
-    "block_key",
     "iter_trace",
     "read_block_lists",
     "read_simulation_requests",
@@ -46,8 +45,7 @@ MAX_HASH_IDS = 65_536
 MAX_LINE_BYTES = 4 << 20
 """Bytes of one trace line: room for ``MAX_HASH_IDS`` ids of 20 digits and the other fields."""
 
-_ID_BYTES = 8
-_ID_LIMIT = 2 ** (8 * _ID_BYTES)
+_ID_LIMIT = 2 ** (8 * HASH_ID_BYTES)
 _COUNTS = ("timestamp", "input_length", "output_length")
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -64,11 +62,6 @@ class TraceRequest:
     timestamp: int = 0
     input_length: int = 0
     output_length: int = 0
-
-
-def block_key(hash_id: int) -> OffloadKey:
-    """The offload key of trace block ``hash_id``: its 8-byte big-endian form, KV-cache group 0."""
-    return make_offload_key(hash_id.to_bytes(_ID_BYTES, "big"))
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[TraceRequest]:

@@ -9,7 +9,7 @@ import pytest
 
 from kvcontract.lint.cli import main
 from kvcontract.lint.discover import discover
-from tests.lint.helpers import write_tree
+from tests.lint.support import write_tree
 
 BAD = "class Item:\n    def __repr__(self) -> str:\n        return 'x'\n"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kvcontract.lint.flake8_plugin import KVContractFlake8
-from tests.lint.helpers import found, lint_tree, write_tree
+from tests.lint.support import found, lint_tree, write_tree
 
 HEADER = """\
 from collections.abc import Collection, Iterable, Sequence

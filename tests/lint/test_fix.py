@@ -12,7 +12,7 @@ import pytest
 from kvcontract.lint.cli import main
 from kvcontract.lint.fix import fix_files, fix_source
 from kvcontract.lint.static_conditions import Target
-from tests.lint.helpers import lint_tree, settings, write_tree
+from tests.lint.support import lint_tree, settings, write_tree
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fix"
 CASES = sorted(p.name for p in (FIXTURES / "cases").glob("*.py"))

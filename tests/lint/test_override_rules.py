@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lint.helpers import found, lint_tree, write_tree
+from tests.lint.support import found, lint_tree, write_tree
 
 BASE = """
 import functools

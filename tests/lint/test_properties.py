@@ -15,8 +15,8 @@ from kvcontract.lint.parse import parse_file
 from kvcontract.lint.resolve import ClassInfo
 from kvcontract.lint.runner import code_enabled, make_resolver
 from kvcontract.lint.static_conditions import Target, static_truth
-from tests.lint.helpers import TARGET, lint_tree
-from tests.lint.helpers import settings as lint_settings
+from tests.lint.support import TARGET, lint_tree
+from tests.lint.support import settings as lint_settings
 
 # Each class i may inherit from classes with a smaller index: a random DAG.
 hierarchies = st.integers(min_value=1, max_value=7).flatmap(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kvcontract.lint.static_conditions import Target
-from tests.lint.helpers import found, lint_tree, write_tree
+from tests.lint.support import found, lint_tree, write_tree
 
 BASE = """
 class Base:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from kvcontract.lint.flake8_plugin import KVContractFlake8
-from tests.lint.helpers import write_tree
+from tests.lint.support import write_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = "class Item:\n    def __repr__(self) -> str:\n        return 'x'\n\n    def __str__(self) -> str:  # noqa: KVC001\n        return 'x'\n"

@@ -21,7 +21,7 @@ from kvcontract.managers import (
     ForwardingManager,
     TieringOffloadingManager,
 )
-from tests.managers.controlled_tier import ControlledTier
+from tests.managers.support import ControlledTier
 from tests.policies.support import key, keys
 from tests.profiles import stateful_settings
 

@@ -21,7 +21,7 @@ from kvcontract import (
     make_offload_key,
 )
 from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
-from tests.managers.controlled_tier import ControlledTier
+from tests.managers.support import ControlledTier
 
 BLOCK_BYTES = 16
 ctx = ReqContext("r")

@@ -37,7 +37,7 @@ def scrape(collector: MetricsCollector) -> dict[str, Metric]:
     parser = pytest.importorskip(
         "prometheus_client.parser", reason="prometheus-client not installed (extra kvcontract[metrics])"
     )
-    from kvcontract.prometheus import serve_metrics
+    from kvcontract.metrics.prometheus import serve_metrics
 
     server = serve_metrics(collector, 0)
     try:

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvcontract import LookupResult, ReqContext
+from kvcontract.engine_driver.keys import block_key
 from kvcontract.managers import CPUOffloadingManager, TieringOffloadingManager
 from kvcontract.plan.tier_plan import HOST, plan_tiers
-from kvcontract.sim.trace import block_key
 from kvcontract.testing import example_identity
 from kvcontract.tiers import FileTier
 

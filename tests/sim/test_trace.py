@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kvcontract import make_offload_key, offload_key_group, offload_key_hash
-from kvcontract.sim import TraceFormatError, TraceRequest, block_key, iter_trace, read_trace
+from kvcontract.sim import TraceFormatError, TraceRequest, iter_trace, read_trace
 from kvcontract.sim.trace import MAX_HASH_IDS, MAX_LINE_BYTES
 from tests.sim.support import TRACE
 
@@ -79,12 +78,6 @@ def test_untrusted_lines_are_bounded_and_named(tmp_path: Path, raw: bytes, probl
 def test_a_missing_file_raises_os_error_with_its_name(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="none.jsonl"):
         read_trace(tmp_path / "none.jsonl")
-
-
-def test_block_keys_are_eight_byte_big_endian_hashes_in_group_zero() -> None:
-    assert block_key(258) == make_offload_key(b"\x00\x00\x00\x00\x00\x00\x01\x02")
-    assert offload_key_hash(block_key(7)) == (7).to_bytes(8, "big")
-    assert offload_key_group(block_key(7)) == 0
 
 
 def test_the_shipped_trace_reads_as_documented() -> None:

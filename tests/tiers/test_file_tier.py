@@ -32,7 +32,7 @@ from tests.tiers.conftest import (
     key,
     pattern,
 )
-from tests.tiers.helpers import fill, load, store
+from tests.tiers.support import fill, load, store
 
 
 def test_loaded_blocks_equal_the_stored_ones(make_tier: MakeTier, host: torch.Tensor, job_ids: Iterator[int]) -> None:

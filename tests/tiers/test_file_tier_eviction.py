@@ -23,7 +23,7 @@ from tests.tiers.conftest import (
     key,
     pattern,
 )
-from tests.tiers.helpers import fill, load, store
+from tests.tiers.support import fill, load, store
 
 
 def block_files(tier: FileTier) -> int:

@@ -17,7 +17,7 @@ from kvcontract.assembly import build_tier
 from kvcontract.config import FileTierConfig, KVContractConfig
 from kvcontract.tiers import FileTier
 from tests.tiers.conftest import IDENTITY, MakeTier, drain, finishes, key, needs_root, pattern
-from tests.tiers.helpers import fill, load, store
+from tests.tiers.support import fill, load, store
 
 OTHER_UID = 54_321
 

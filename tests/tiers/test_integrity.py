@@ -22,7 +22,7 @@ from kvcontract.tiers.integrity import (
 )
 from kvcontract.tiers.store_value import BadValueError, decode_value, encode_value
 from tests.tiers.conftest import BLOCK_BYTES, MakeTier, key, pattern
-from tests.tiers.helpers import fill, load, store
+from tests.tiers.support import fill, load, store
 
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(1, 33))

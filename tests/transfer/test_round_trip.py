@@ -7,7 +7,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 from kvcontract import BlockIdsSpec, GPULoadStoreSpec
-from tests.transfer.model import (
+from tests.transfer.support import (
     BACKENDS,
     Backend,
     Scenario,

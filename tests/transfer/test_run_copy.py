@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvcontract.transfer.run_copy import CopyRuns, compiled_copy_runs
-from tests.transfer.model import NEEDS_COMPILED_LOOP
+from tests.transfer.support import NEEDS_COMPILED_LOOP
 
 SPAN = 256
 INT32_COLUMN: Any = np.array([0], dtype=np.int32)

@@ -18,7 +18,7 @@ from kvcontract.transfer import KVCacheLayout, staged_copy
 from kvcontract.transfer.copy_engine import Direction
 from kvcontract.transfer.mapping import BlockMapping
 from kvcontract.transfer.staged_copy import StagedCopier
-from tests.transfer.model import (
+from tests.transfer.support import (
     Scenario,
     assert_loaded,
     host_expected_after_store,

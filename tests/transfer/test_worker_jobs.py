@@ -18,7 +18,7 @@ from kvcontract.transfer.copy_engine import Direction
 from kvcontract.transfer.cuda_engine import CudaCopyEngine
 from kvcontract.transfer.staged_copy import PreparedJob
 from kvcontract.transfer.thread_engine import GIL_SLICE_BYTES, Pages, ThreadCopyEngine
-from tests.transfer.model import (
+from tests.transfer.support import (
     BACKENDS,
     CPU_BACKENDS,
     NEEDS_COMPILED_LOOP,

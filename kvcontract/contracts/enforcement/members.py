@@ -5,13 +5,13 @@ from __future__ import annotations
 import types
 from collections.abc import Callable
 
-from kvcontract.contracts.base import Contract
-
 __all__ = [
+    "CONTRACT_ROOT",
     "FROM_MIXIN_ATTRIBUTE",
     "MACHINERY_MODULES",
     "contract_methods",
     "from_mixin",
+    "inherits_root",
     "is_contract",
     "is_method_like",
 ]
@@ -19,16 +19,25 @@ __all__ = [
 MACHINERY_MODULES = frozenset({"typing", "typing_extensions", "abc"})
 """Modules whose functions are planted on classes by the runtime (``__subclasshook__``...)."""
 
+CONTRACT_ROOT = ("kvcontract.contracts.base", "Contract")
+"""The root every contract inherits, by module and name: ``contracts/base.py`` calls the enforcement
+when a class is created, so the enforcement names the root rather than importing it (no circle)."""
+
 FROM_MIXIN_ATTRIBUTE = "__kvcontract_from_mixin__"
 """Marks a wrapper that enforcement put on a class for a contract method a plain mixin provides."""
 
 
+def inherits_root(cls: type) -> bool:
+    """Whether ``cls`` is the contracts' root or inherits it."""
+    return any((base.__module__, base.__qualname__) == CONTRACT_ROOT for base in getattr(cls, "__mro__", ()))
+
+
 def is_contract(cls: type) -> bool:
-    """Whether ``cls`` is a contract: a Protocol below :class:`Contract` (not the root itself)."""
+    """Whether ``cls`` is a contract: a Protocol below the root (not the root itself)."""
     return (
-        cls is not Contract
-        and Contract in getattr(cls, "__mro__", ())
-        and bool(cls.__dict__.get("_is_protocol", False))
+        bool(cls.__dict__.get("_is_protocol", False))
+        and (cls.__module__, cls.__qualname__) != CONTRACT_ROOT
+        and inherits_root(cls)
     )
 
 
@@ -62,7 +71,7 @@ def from_mixin(cls: type, name: str) -> tuple[type, object] | None:
         member = base.__dict__.get(name)
         if member is None or getattr(member, FROM_MIXIN_ATTRIBUTE, False):
             continue
-        if Contract in base.__mro__ or base.__module__ in MACHINERY_MODULES | {"builtins"}:
+        if inherits_root(base) or base.__module__ in MACHINERY_MODULES | {"builtins"}:
             return None  # a contract (checked itself), or Python's own classes
         return (base, member) if is_method_like(member) else None
     return None

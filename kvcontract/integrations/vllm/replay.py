@@ -1,7 +1,7 @@
 """vLLM's scheduler order: replaying a trace through a vLLM ``OffloadingManager`` as vLLM's scheduler calls it.
 
 This is the engine driver's second named order (kvcontract's own is
-:class:`kvcontract.sim.driver.RequestServer`). Per request: ``on_new_request``; ``lookup`` one key at a time up to the first non-HIT;
+:class:`kvcontract.engine_driver.orders.RequestServer`). Per request: ``on_new_request``; ``lookup`` one key at a time up to the first non-HIT;
 ``prepare_load`` of that prefix (pinned while the request runs); ``prepare_store`` of the
 rest (the chunks the request computes); ``complete_load``; ``complete_store`` of what the
 manager chose to store; ``on_request_finished``; ``on_schedule_end`` (each request is one
@@ -22,15 +22,15 @@ from vllm.v1.kv_offload.base import OffloadKey as VLLMOffloadKey
 from vllm.v1.kv_offload.base import ReqContext as VLLMReqContext
 from vllm.v1.kv_offload.base import ScheduleEndContext
 
-from kvcontract.sim.driver import SchedulerOrderServer
-from kvcontract.sim.driver import key_chains as driver_key_chains
+from kvcontract.engine_driver.keys import key_chains as driver_key_chains
+from kvcontract.engine_driver.orders import SchedulerOrderServer
 from kvcontract.sim.replay import ReplayReport, timed_replay
 
 __all__ = ["key_chains", "replay_as_scheduler", "request_contexts"]
 
 
 def key_chains(requests: Sequence[Sequence[int]]) -> list[list[VLLMOffloadKey]]:
-    """Each request's keys from its hash ids, one key object per distinct id: :func:`kvcontract.sim.driver.key_chains`."""
+    """Each request's keys from its hash ids, one key object per distinct id: :func:`kvcontract.engine_driver.keys.key_chains`."""
     return cast("list[list[VLLMOffloadKey]]", driver_key_chains(requests))  # same bytes in both OffloadKey NewTypes
 
 

@@ -15,7 +15,7 @@ from vllm.v1.kv_offload.base import LookupResult, ReqContext, ScheduleEndContext
 from kvcontract.contracts import OffloadingManager, OffloadKey
 from kvcontract.integrations.vllm import KVContractOffloadingManager
 from kvcontract.managers import CPUOffloadingManager, FilterReusedOffloadingManager, TieringOffloadingManager
-from tests.managers.controlled_tier import ControlledTier
+from tests.managers.support import ControlledTier
 
 BLOCK_BYTES = 16
 KEYS = [make_offload_key(number.to_bytes(8, "big"), 0) for number in range(4)]

@@ -20,8 +20,8 @@ from kvcontract import BlockIdentity
 from kvcontract.testing import example_identity
 from kvcontract.tiers import RedisTier
 from kvcontract.tiers.remote_tier import RemoteTierOptions
-from tests.tiers.helpers import EVENTS_ON
 from tests.tiers.redis.support import RedisClusterServers, RedisServer, missing_reason
+from tests.tiers.support import EVENTS_ON
 
 collect_ignore_glob = [] if missing_reason() is None else ["test_redis_*.py"]
 _namespaces = itertools.count()

@@ -27,9 +27,9 @@ from tests.tiers.conftest import drain as drain
 from tests.tiers.conftest import key as key
 from tests.tiers.conftest import pattern as pattern
 from tests.tiers.conftest import settle as settle
-from tests.tiers.helpers import fill as fill
-from tests.tiers.helpers import load as load
-from tests.tiers.helpers import store as store
+from tests.tiers.support import fill as fill
+from tests.tiers.support import load as load
+from tests.tiers.support import store as store
 
 HOST = "127.0.0.1"
 IDENTITY = example_identity(BLOCK_BYTES)

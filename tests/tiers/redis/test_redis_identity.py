@@ -15,8 +15,8 @@ from kvcontract.config import RedisTierConfig
 from kvcontract.tiers import RedisTier
 from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.profiles import stateful_settings
-from tests.tiers.helpers import SharedTierMachine, engines_keep_their_own
 from tests.tiers.redis.support import RedisServer
+from tests.tiers.support import SharedTierMachine, engines_keep_their_own
 from tests.tiers.test_identity_sharing import ENGINES, KEYS, engine_config
 
 _namespaces = itertools.count()

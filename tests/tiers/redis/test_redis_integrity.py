@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from kvcontract import LookupResult, OffloadingEvent
-from tests.tiers.helpers import INTEGRITY_KEY, STRANGERS, share_sealed, stranger_value
 from tests.tiers.redis.conftest import MakeTier
 from tests.tiers.redis.support import RedisServer, fill, job_counter, key, load, settle, store
+from tests.tiers.support import INTEGRITY_KEY, STRANGERS, share_sealed, stranger_value
 
 
 def test_engines_holding_one_key_share_blocks(make_tier: MakeTier, host: torch.Tensor) -> None:

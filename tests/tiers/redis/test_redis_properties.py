@@ -3,7 +3,7 @@
 The model is what a block must hold: key ``i`` always stores ``pattern(i)`` (keys are
 content hashes). Whatever the faults (``CLIENT KILL``, ``FLUSHALL``, ``DEBUG SLEEP`` past
 the timeout, a stop and restart, values overwritten or deleted behind the tier's back: the
-rules of :class:`tests.tiers.helpers.RemoteTierMachine` and the server's own faults),
+rules of :class:`tests.tiers.support.RemoteTierMachine` and the server's own faults),
 a successful load gives exactly those bytes, a failed load leaves zeros, a key never
 stored is never a hit, and the tier recovers.
 """
@@ -26,8 +26,8 @@ from kvcontract.tiers import RedisTier
 from kvcontract.tiers.remote_tier import RemoteTier, RemoteTierOptions, RemoteTierStats
 from tests.profiles import stateful_settings
 from tests.tiers.conftest import key
-from tests.tiers.helpers import REMOTE_IDENTITY, REMOTE_KEYS, RemoteTierMachine, remote_key_sets
 from tests.tiers.redis.support import RedisServer
+from tests.tiers.support import REMOTE_IDENTITY, REMOTE_KEYS, RemoteTierMachine, remote_key_sets
 
 
 class RedisTierMachine(RemoteTierMachine):

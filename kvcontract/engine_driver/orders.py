@@ -1,7 +1,6 @@
-"""The one engine driver: the orders in which an engine's scheduler calls a manager for a request.
+"""The engine driver's two orders, the orders in which an engine's scheduler calls a manager for a request.
 
-Two named orders. kvcontract's, :class:`RequestServer`: look up the longest readable prefix
-one key at a time, load it (``prepare_load``, the engine's copy, ``complete_load``), offer
+kvcontract's, :class:`RequestServer`: look up the longest readable prefix one key at a time, load it (``prepare_load``, the engine's copy, ``complete_load``), offer
 the whole request to ``prepare_store`` (the manager skips what it holds and protects it),
 ``touch`` the request's keys (first key most recent), complete the store, finish the
 request. Touching before ``complete_store`` lets policies tell a block stored just now from
@@ -17,14 +16,13 @@ completions go through a :class:`DataPath`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence, Sized
+from collections.abc import Callable, Sequence, Sized
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
-from kvcontract.contracts import LookupResult, OffloadKey
+from kvcontract.contracts import LookupResult
 from kvcontract.enforce import unchecked
-from kvcontract.sim.trace import block_key
 
-__all__ = ["DataPath", "RequestServer", "SchedulerOrderServer", "Served", "ServedManager", "StorePlan", "key_chains"]
+__all__ = ["DataPath", "RequestServer", "SchedulerOrderServer", "Served", "ServedManager", "StorePlan"]
 
 _K = TypeVar("_K")
 _C = TypeVar("_C")
@@ -33,21 +31,6 @@ _K_contra = TypeVar("_K_contra", contravariant=True)
 _C_contra = TypeVar("_C_contra", contravariant=True)
 _RETRY_LIMIT = 2000
 """Times a ``RETRY`` is asked again before the key counts as a miss (with a data path only)."""
-
-
-def key_chains(requests: Iterable[Sequence[int]]) -> list[list[OffloadKey]]:
-    """Each request's keys from its block hash ids, one key object per distinct id, as an engine shares hashes."""
-    keys: dict[int, OffloadKey] = {}
-    chains: list[list[OffloadKey]] = []
-    for hash_ids in requests:
-        chain: list[OffloadKey] = []
-        for hash_id in hash_ids:
-            key = keys.get(hash_id)
-            if key is None:
-                key = keys[hash_id] = block_key(hash_id)
-            chain.append(key)
-        chains.append(chain)
-    return chains
 
 
 class StorePlan(Protocol[_K_co]):

@@ -1,4 +1,5 @@
-"""Parse one module and summarize it: bindings with code flow, classes, their members and bases.
+"""The walk of one module's statements into its summary (:mod:`.summary`'s records): bindings with
+code flow, classes, their members and bases.
 
 Only statements are walked: module and class bodies fully, method bodies for the
 ``self.attr`` assignments that make instance attributes, and other function bodies only
@@ -41,11 +42,8 @@ State = dict[str, tuple[int, ...]]
 # A plain search for the keyword, checked for leading blanks, is several times faster than a
 # line-anchored pattern over whole files.
 _CLASS_KEYWORD = re.compile(rb"class[ \t\\(]")
-_FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
-_TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 TryNode: TypeAlias = ast.Try | ast.TryStar
-_TRY = (ast.Try, ast.TryStar)
 
 
 def absolute_module(current: str, is_package: bool, module: str | None, level: int) -> str:
@@ -157,13 +155,34 @@ class _ClassBuild:
     defs: list[DefSummary] = field(default_factory=list[DefSummary])
 
 
-class _Walker:
-    """Walks the statements of one module, building its summary.
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """Where a block of statements stands: all the walk of a statement needs besides the state.
 
     ``here`` is the scope being walked when it is a module or function scope (``None`` in
     class bodies); its ``state`` follows the walk, so code nested in it sees the current
     state, and once the scope is walked it holds the final state for deferred functions.
+    ``outer`` are the scopes around it, innermost first (class bodies skipped), ``qual`` the
+    prefix of the qualified names it binds, ``cls`` the class body being walked. The state
+    itself flows from statement to statement and splits at branches, so it travels apart.
     """
+
+    here: _ScopeRef | None
+    outer: tuple[_ScopeRef, ...]
+    qual: str
+    cls: _ClassBuild | None
+    names: set[str] | None
+    """The class body's names (``cls.names``), where each statement's bindings are recorded."""
+    at_module: bool
+    """Whether this is the module's own top level (where ``__all__`` and star imports count)."""
+
+
+def _context(here: _ScopeRef | None, outer: tuple[_ScopeRef, ...], qual: str, cls: _ClassBuild | None) -> _Context:
+    return _Context(here, outer, qual, cls, cls.names if cls is not None else None, here is not None and not outer)
+
+
+class _Walker:
+    """Walks the statements of one module, building its summary."""
 
     def __init__(self, module: str, is_package: bool, target: Target, class_lines: list[int]) -> None:
         self.module = module
@@ -186,6 +205,12 @@ class _Walker:
         self.bindings.append(binding)
         state[name] = (len(self.bindings) - 1,)
 
+    def _bind_name(self, state: State, name: str, binding: Binding, ctx: _Context) -> None:
+        """Bind ``name`` and record it among the class body's names when walking one."""
+        self._bind(state, name, binding)
+        if ctx.names is not None:
+            ctx.names.add(name)
+
     @staticmethod
     def _lookup(name: str, state: State, outer: tuple[_ScopeRef, ...]) -> tuple[int, ...]:
         found = state.get(name)
@@ -197,181 +222,157 @@ class _Walker:
                 return found
         return ()
 
-    def _ref(self, node: ast.expr, state: State, outer: tuple[_ScopeRef, ...]) -> Ref | None:
+    def _ref(self, node: ast.expr, state: State, ctx: _Context) -> Ref | None:
         parts = _ref_of(node)
         if parts is None:
             return None
         root, attrs, subscripted = parts
-        return Ref(root, self._lookup(root, state, outer), attrs, subscripted)
+        return Ref(root, self._lookup(root, state, ctx.outer), attrs, subscripted)
 
-    def _call(self, node: ast.Call, state: State, outer: tuple[_ScopeRef, ...]) -> CallBinding | None:
-        func = self._ref(node.func, state, outer)
+    def _call(self, node: ast.Call, state: State, ctx: _Context) -> CallBinding | None:
+        func = self._ref(node.func, state, ctx)
         if func is None:
             return None
         first = node.args[0] if node.args else None
         text = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
         return CallBinding(func, text)
 
-    def _value_binding(
-        self, value: ast.expr, name: str, qual: str, state: State, outer: tuple[_ScopeRef, ...]
-    ) -> Binding:
+    def _value_binding(self, value: ast.expr, name: str, state: State, ctx: _Context) -> Binding:
         if isinstance(value, (ast.Name, ast.Attribute, ast.Subscript)):
-            ref = self._ref(value, state, outer)
+            ref = self._ref(value, state, ctx)
             if ref is not None:
                 return AliasBinding(ref)
         elif isinstance(value, ast.Call):
-            call = self._call(value, state, outer)
+            call = self._call(value, state, ctx)
             if call is not None:
                 return call
-        return OpaqueBinding(qual + name)
+        return OpaqueBinding(ctx.qual + name)
 
-    def _bind_target(self, target: ast.expr, state: State, qual: str, names: set[str] | None) -> None:
-        if isinstance(target, ast.Name):
-            self._bind(state, target.id, OpaqueBinding(qual + target.id))
-            if names is not None:
-                names.add(target.id)
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            for elt in target.elts:
-                self._bind_target(elt, state, qual, names)
-        elif isinstance(target, ast.Starred):
-            self._bind_target(target.value, state, qual, names)
+    def _bind_target(self, target: ast.expr, state: State, ctx: _Context) -> None:
+        match target:
+            case ast.Name(id=name):
+                self._bind_name(state, name, OpaqueBinding(ctx.qual + name), ctx)
+            case ast.Tuple(elts=elts) | ast.List(elts=elts):
+                for elt in elts:
+                    self._bind_target(elt, state, ctx)
+            case ast.Starred(value=value):
+                self._bind_target(value, state, ctx)
+            case _:
+                pass
 
     # -- statements ---------------------------------------------------------------
 
-    def block(
-        self,
-        stmts: Sequence[ast.stmt],
-        state: State,
-        here: _ScopeRef | None,
-        outer: tuple[_ScopeRef, ...],
-        qual: str,
-        cls: _ClassBuild | None,
-    ) -> State | None:
+    def block(self, stmts: Sequence[ast.stmt], state: State, ctx: _Context) -> State | None:
         """Walk ``stmts`` from ``state``; the state at the end, or ``None`` if no path gets there."""
         current: State = state
+        here = ctx.here
         for stmt in stmts:
             if here is not None:
                 here.state = current
-            after = self.stmt(stmt, current, here, outer, qual, cls)
+            after = self.stmt(stmt, current, ctx)
             if after is None:
                 return None
             current = after
         return current
 
-    def stmt(
-        self,
-        stmt: ast.stmt,
-        state: State,
-        here: _ScopeRef | None,
-        outer: tuple[_ScopeRef, ...],
-        qual: str,
-        cls: _ClassBuild | None,
-    ) -> State | None:
-        """Walk one statement; returns the state after it (``None``: it never completes)."""
-        names = cls.names if cls is not None else None
-        at_module = here is not None and not outer
-        if isinstance(stmt, _FUNCTION_NODES):
-            if cls is not None:
-                cls.defs.append(self._def_summary(stmt, state, outer))
-            transform = any(_annotation_name(_callee(d)) in _TRANSFORMS for d in stmt.decorator_list)
-            self._bind(state, stmt.name, OpaqueBinding(qual + stmt.name, _annotation_name(stmt.returns), transform))
-            if names is not None:
-                names.add(stmt.name)
-            if self._holds_class(stmt):
-                nested = (here, *outer) if here is not None else outer
-                owner = cls.index if cls is not None and _is_classmethod(stmt) else None
-                self.deferred.append((stmt, nested, qual + stmt.name + ".<locals>.", owner))
-        elif isinstance(stmt, ast.Assign):
-            self._assign(stmt.targets, stmt.value, state, outer, qual, names, at_module)
-        elif isinstance(stmt, ast.ImportFrom):
-            module = absolute_module(self.module, self.is_package, stmt.module, stmt.level)
-            for alias in stmt.names:
-                if alias.name == "*":
-                    if at_module:
-                        self.stars.append(module)
-                    continue
-                bound = alias.asname or alias.name
-                self._bind(state, bound, FromBinding(module, alias.name))
-                if names is not None:
-                    names.add(bound)
-        elif isinstance(stmt, ast.Import):
-            for alias in stmt.names:
-                if alias.asname:
-                    bound, module = alias.asname, alias.name
-                else:
-                    bound = module = alias.name.partition(".")[0]
-                self._bind(state, bound, ModuleBinding(module))
-                self._note_module_alias(bound, module)
-                if names is not None:
-                    names.add(bound)
-        elif isinstance(stmt, ast.ClassDef):
-            index = self._class(stmt, state, here, outer, qual)
-            self._bind(state, stmt.name, ClassBinding(index))
-            if names is not None:
-                names.add(stmt.name)
-        elif isinstance(stmt, ast.AnnAssign):
-            if isinstance(stmt.target, ast.Name):
-                if stmt.value is not None:
-                    self._assign([stmt.target], stmt.value, state, outer, qual, names, at_module)
-                else:
-                    self._bind_target(stmt.target, state, qual, names)
-        elif isinstance(stmt, ast.AugAssign):
-            if at_module and isinstance(stmt.target, ast.Name) and stmt.target.id == "__all__":
-                self._extend_all(stmt.value)
-            else:
-                self._bind_target(stmt.target, state, qual, names)
-        elif isinstance(stmt, ast.If):
-            truth = static_truth(stmt.test, self.target, self.sys_names, self.typing_names, self.os_names)
-            if truth is True:
-                return self.block(stmt.body, state, here, outer, qual, cls)
-            if truth is False:
-                return self.block(stmt.orelse, state, here, outer, qual, cls)
-            then = self.block(stmt.body, dict(state), here, outer, qual, cls)
-            other = self.block(stmt.orelse, dict(state), here, outer, qual, cls) if stmt.orelse else state
-            return _merge([then, other])
-        elif isinstance(stmt, _TRY):
-            return self._try(stmt, state, here, outer, qual, cls)
-        elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
-            return self._loop(stmt, state, here, outer, qual, cls)
-        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-            for item in stmt.items:
-                if item.optional_vars is not None:
-                    self._bind_target(item.optional_vars, state, qual, names)
-            return self.block(stmt.body, state, here, outer, qual, cls)
-        elif isinstance(stmt, ast.Match):
-            paths: list[State | None] = [state]
-            for case in stmt.cases:
-                paths.append(self.block(case.body, dict(state), here, outer, qual, cls))
-            return _merge(paths)
-        elif isinstance(stmt, ast.Expr):
-            if at_module:
-                self._all_call(stmt.value)
-        elif isinstance(stmt, ast.Delete):
-            for target in stmt.targets:
-                if isinstance(target, ast.Name):
-                    state[target.id] = (UNBOUND,)
-        elif isinstance(stmt, _TERMINAL):
-            return None
+    def stmt(self, stmt: ast.stmt, state: State, ctx: _Context) -> State | None:
+        """Walk one statement; returns the state after it (``None``: it never completes).
+
+        The cases stand in the order of how often they occur, the common first.
+        """
+        match stmt:
+            case ast.FunctionDef() | ast.AsyncFunctionDef():
+                self._function(stmt, state, ctx)
+            case ast.Assign(targets=targets, value=value):
+                self._assign(targets, value, state, ctx)
+            case ast.ImportFrom():
+                self._import_from(stmt, state, ctx)
+            case ast.Import(names=aliases):
+                for alias in aliases:
+                    if alias.asname:
+                        bound, module = alias.asname, alias.name
+                    else:
+                        bound = module = alias.name.partition(".")[0]
+                    self._bind_name(state, bound, ModuleBinding(module), ctx)
+                    self._note_module_alias(bound, module)
+            case ast.ClassDef(name=name):
+                self._bind_name(state, name, ClassBinding(self._class(stmt, state, ctx)), ctx)
+            case ast.AnnAssign(target=ast.Name() as target, value=None):
+                self._bind_target(target, state, ctx)
+            case ast.AnnAssign(target=ast.Name() as target, value=ast.expr() as value):
+                self._assign([target], value, state, ctx)
+            case ast.AugAssign(target=ast.Name(id="__all__"), value=value) if ctx.at_module:
+                self._extend_all(value)
+            case ast.AugAssign(target=target):
+                self._bind_target(target, state, ctx)
+            case ast.If():
+                return self._if(stmt, state, ctx)
+            case ast.Try() | ast.TryStar():
+                return self._try(stmt, state, ctx)
+            case ast.For() | ast.AsyncFor() | ast.While():
+                return self._loop(stmt, state, ctx)
+            case ast.With(items=items, body=body) | ast.AsyncWith(items=items, body=body):
+                for item in items:
+                    if item.optional_vars is not None:
+                        self._bind_target(item.optional_vars, state, ctx)
+                return self.block(body, state, ctx)
+            case ast.Match(cases=cases):
+                return _merge([state, *(self.block(case.body, dict(state), ctx) for case in cases)])
+            case ast.Expr(value=value) if ctx.at_module:
+                self._all_call(value)
+            case ast.Delete(targets=deleted):
+                for gone in deleted:
+                    if isinstance(gone, ast.Name):
+                        state[gone.id] = (UNBOUND,)
+            case ast.Return() | ast.Raise() | ast.Continue() | ast.Break():
+                return None
+            case _:
+                pass
         return state
 
-    def _loop(
-        self,
-        stmt: ast.For | ast.AsyncFor | ast.While,
-        state: State,
-        here: _ScopeRef | None,
-        outer: tuple[_ScopeRef, ...],
-        qual: str,
-        cls: _ClassBuild | None,
-    ) -> State | None:
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, state: State, ctx: _Context) -> None:
+        """Bind a ``def``; a method's summary goes to its class, a body holding a class is walked later."""
+        cls = ctx.cls
+        if cls is not None:
+            cls.defs.append(self._def_summary(node, state, ctx))
+        transform = any(_annotation_name(_callee(d)) in _TRANSFORMS for d in node.decorator_list)
+        binding = OpaqueBinding(ctx.qual + node.name, _annotation_name(node.returns), transform)
+        self._bind_name(state, node.name, binding, ctx)
+        if self._holds_class(node):
+            nested = (ctx.here, *ctx.outer) if ctx.here is not None else ctx.outer
+            owner = cls.index if cls is not None and _is_classmethod(node) else None
+            self.deferred.append((node, nested, ctx.qual + node.name + ".<locals>.", owner))
+
+    def _import_from(self, node: ast.ImportFrom, state: State, ctx: _Context) -> None:
+        module = absolute_module(self.module, self.is_package, node.module, node.level)
+        for alias in node.names:
+            if alias.name == "*":
+                if ctx.at_module:
+                    self.stars.append(module)
+                continue
+            self._bind_name(state, alias.asname or alias.name, FromBinding(module, alias.name), ctx)
+
+    def _if(self, node: ast.If, state: State, ctx: _Context) -> State | None:
+        """A branch the target decides statically is walked alone; otherwise both, joined."""
+        truth = static_truth(node.test, self.target, self.sys_names, self.typing_names, self.os_names)
+        if truth is True:
+            return self.block(node.body, state, ctx)
+        if truth is False:
+            return self.block(node.orelse, state, ctx)
+        then = self.block(node.body, dict(state), ctx)
+        other = self.block(node.orelse, dict(state), ctx) if node.orelse else state
+        return _merge([then, other])
+
+    def _loop(self, stmt: ast.For | ast.AsyncFor | ast.While, state: State, ctx: _Context) -> State | None:
         if isinstance(stmt, ast.While):
             truth = static_truth(stmt.test, self.target, self.sys_names, self.typing_names, self.os_names)
             if truth is False:
-                return self.block(stmt.orelse, state, here, outer, qual, cls)
+                return self.block(stmt.orelse, state, ctx)
         else:
-            self._bind_target(stmt.target, state, qual, cls.names if cls is not None else None)
-        body = self.block(stmt.body, dict(state), here, outer, qual, cls)
+            self._bind_target(stmt.target, state, ctx)
+        body = self.block(stmt.body, dict(state), ctx)
         after = _merge([state, body]) or state
-        return self.block(stmt.orelse, after, here, outer, qual, cls)
+        return self.block(stmt.orelse, after, ctx)
 
     def _note_module_alias(self, name: str, module: str) -> None:
         if module == "sys":
@@ -381,25 +382,17 @@ class _Walker:
         elif module in ("typing", "typing_extensions"):
             self.typing_names.add(name)
 
-    def _assign(
-        self,
-        targets: Sequence[ast.expr],
-        value: ast.expr,
-        state: State,
-        outer: tuple[_ScopeRef, ...],
-        qual: str,
-        names: set[str] | None,
-        at_module: bool,
-    ) -> None:
+    def _assign(self, targets: Sequence[ast.expr], value: ast.expr, state: State, ctx: _Context) -> None:
+        names = ctx.names
         for target in targets:
             if isinstance(target, ast.Name):
-                if at_module and target.id == "__all__":
+                if ctx.at_module and target.id == "__all__":
                     listed = _string_list(value)
                     if listed is None:
                         self.all_dynamic = True
                     else:
                         self.all_names = listed
-                self._bind(state, target.id, self._value_binding(value, target.id, qual, state, outer))
+                self._bind(state, target.id, self._value_binding(value, target.id, state, ctx))
                 if names is not None:
                     names.add(target.id)
                     if target.id == "__slots__":
@@ -409,7 +402,7 @@ class _Walker:
                         elif isinstance(value, ast.Constant) and isinstance(value.value, str):
                             names.add(value.value)
             else:
-                self._bind_target(target, state, qual, names)
+                self._bind_target(target, state, ctx)
 
     def _extend_all(self, value: ast.expr) -> None:
         listed = _string_list(value)
@@ -440,27 +433,19 @@ class _Walker:
         else:
             self.all_dynamic = True
 
-    def _try(
-        self,
-        stmt: TryNode,
-        state: State,
-        here: _ScopeRef | None,
-        outer: tuple[_ScopeRef, ...],
-        qual: str,
-        cls: _ClassBuild | None,
-    ) -> State | None:
-        body = self.block(stmt.body, dict(state), here, outer, qual, cls)
+    def _try(self, stmt: TryNode, state: State, ctx: _Context) -> State | None:
+        body = self.block(stmt.body, dict(state), ctx)
         if body is not None and stmt.orelse:
-            body = self.block(stmt.orelse, body, here, outer, qual, cls)
+            body = self.block(stmt.orelse, body, ctx)
         paths: list[State | None] = [body]
         for handler in stmt.handlers:
             start = dict(_merge([state, body]) or state)
             if handler.name:
-                self._bind(start, handler.name, OpaqueBinding(qual + handler.name))
-            paths.append(self.block(handler.body, start, here, outer, qual, cls))
+                self._bind(start, handler.name, OpaqueBinding(ctx.qual + handler.name))
+            paths.append(self.block(handler.body, start, ctx))
         after = _merge(paths)
         if stmt.finalbody:
-            final = self.block(stmt.finalbody, dict(after if after is not None else state), here, outer, qual, cls)
+            final = self.block(stmt.finalbody, dict(after if after is not None else state), ctx)
             return final if after is not None else None
         return after
 
@@ -471,56 +456,45 @@ class _Walker:
         i = bisect.bisect_right(self.class_lines, node.lineno)
         return i < len(self.class_lines) and self.class_lines[i] <= end
 
-    def _decorators(
-        self, nodes: Sequence[ast.expr], state: State, outer: tuple[_ScopeRef, ...]
-    ) -> tuple[Decorator, ...]:
+    def _decorators(self, nodes: Sequence[ast.expr], state: State, ctx: _Context) -> tuple[Decorator, ...]:
         out: list[Decorator] = []
         for node in nodes:
             target = node.func if isinstance(node, ast.Call) else node
             out.append(
-                Decorator(self._ref(target, state, outer), isinstance(node, ast.Call), node.lineno, node.col_offset)
+                Decorator(self._ref(target, state, ctx), isinstance(node, ast.Call), node.lineno, node.col_offset)
             )
         return tuple(out)
 
-    def _def_summary(
-        self, node: ast.FunctionDef | ast.AsyncFunctionDef, state: State, outer: tuple[_ScopeRef, ...]
-    ) -> DefSummary:
+    def _def_summary(self, node: ast.FunctionDef | ast.AsyncFunctionDef, state: State, ctx: _Context) -> DefSummary:
         return DefSummary(
             node.name,
             node.lineno,
             node.col_offset,
-            self._decorators(node.decorator_list, state, outer),
+            self._decorators(node.decorator_list, state, ctx),
             isinstance(node, ast.AsyncFunctionDef),
         )
 
-    def _base(self, node: ast.expr, state: State, outer: tuple[_ScopeRef, ...]) -> BaseExpr:
-        ref = self._ref(node, state, outer)
+    def _base(self, node: ast.expr, state: State, ctx: _Context) -> BaseExpr:
+        ref = self._ref(node, state, ctx)
         if ref is not None:
             return ref
         if isinstance(node, ast.Call):
-            call = self._call(node, state, outer)
+            call = self._call(node, state, ctx)
             if call is not None:
                 return call
         return OpaqueBase(type(node).__name__.lower())
 
-    def _class(
-        self,
-        node: ast.ClassDef,
-        state: State,
-        here: _ScopeRef | None,
-        outer: tuple[_ScopeRef, ...],
-        qual: str,
-    ) -> int:
+    def _class(self, node: ast.ClassDef, state: State, ctx: _Context) -> int:
         index = len(self.classes)
         self.classes.append(None)
-        bases = tuple(self._base(b, state, outer) for b in node.bases)
-        decorators = self._decorators(node.decorator_list, state, outer)
-        qualname = qual + node.name
+        bases = tuple(self._base(b, state, ctx) for b in node.bases)
+        decorators = self._decorators(node.decorator_list, state, ctx)
+        qualname = ctx.qual + node.name
         build = _ClassBuild(index)
-        metaclass = next((self._ref(k.value, state, outer) for k in node.keywords if k.arg == "metaclass"), None)
+        metaclass = next((self._ref(k.value, state, ctx) for k in node.keywords if k.arg == "metaclass"), None)
         # A class body sees its own names, then the scopes around it, skipping enclosing class bodies.
-        body_outer = (here, *outer) if here is not None else outer
-        body_state = self.block(node.body, {}, None, body_outer, qualname + ".", build) or {}
+        body_outer = (ctx.here, *ctx.outer) if ctx.here is not None else ctx.outer
+        body_state = self.block(node.body, {}, _context(None, body_outer, qualname + ".", build)) or {}
         for stmt in node.body:
             self._instance_attrs(stmt, build.names)
         scope = {
@@ -544,22 +518,30 @@ class _Walker:
 
     def _instance_attrs(self, stmt: ast.stmt, names: set[str]) -> None:
         """Collect ``self.x = ...`` targets of the methods in a class body (pyright's instance members)."""
-        if isinstance(stmt, _FUNCTION_NODES):
-            args = stmt.args.posonlyargs or stmt.args.args
-            if args:
-                _SelfAttrs(args[0].arg, names).stmts(stmt.body)
-        elif isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While)):
-            for inner in (*stmt.body, *stmt.orelse):
-                self._instance_attrs(inner, names)
-        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-            for inner in stmt.body:
-                self._instance_attrs(inner, names)
-        elif isinstance(stmt, _TRY):
-            for inner in (*stmt.body, *stmt.orelse, *stmt.finalbody):
-                self._instance_attrs(inner, names)
-            for handler in stmt.handlers:
-                for inner in handler.body:
-                    self._instance_attrs(inner, names)
+        match stmt:
+            case ast.FunctionDef(args=args, body=body) | ast.AsyncFunctionDef(args=args, body=body):
+                params = args.posonlyargs or args.args
+                if params:
+                    _SelfAttrs(params[0].arg, names).stmts(body)
+            case (
+                ast.If(body=body, orelse=orelse)
+                | ast.For(body=body, orelse=orelse)
+                | ast.AsyncFor(body=body, orelse=orelse)
+                | ast.While(body=body, orelse=orelse)
+            ):
+                self._instance_attrs_of((*body, *orelse), names)
+            case ast.With(body=body) | ast.AsyncWith(body=body):
+                self._instance_attrs_of(body, names)
+            case ast.Try() | ast.TryStar():
+                self._instance_attrs_of((*stmt.body, *stmt.orelse, *stmt.finalbody), names)
+                for handler in stmt.handlers:
+                    self._instance_attrs_of(handler.body, names)
+            case _:
+                pass
+
+    def _instance_attrs_of(self, stmts: Sequence[ast.stmt], names: set[str]) -> None:
+        for inner in stmts:
+            self._instance_attrs(inner, names)
 
     def function_body(
         self, node: ast.FunctionDef | ast.AsyncFunctionDef, outer: tuple[_ScopeRef, ...], qual: str, owner: int | None
@@ -575,7 +557,7 @@ class _Walker:
         for i, arg in enumerate(params):
             binding: Binding = ClassBinding(owner) if owner is not None and i == 0 else OpaqueBinding(qual + arg.arg)
             self._bind(here.state, arg.arg, binding)
-        final = self.block(node.body, here.state, here, outer, qual, None)
+        final = self.block(node.body, here.state, _context(here, outer, qual, None))
         if final is not None:
             here.state = final
 
@@ -589,44 +571,52 @@ class _SelfAttrs:
 
     def target(self, node: ast.expr) -> None:
         """Record ``param.attr`` targets, also inside tuple and starred targets."""
-        if isinstance(node, ast.Attribute):
-            if isinstance(node.value, ast.Name) and node.value.id == self.param:
-                self.names.add(node.attr)
-        elif isinstance(node, (ast.Tuple, ast.List)):
-            for elt in node.elts:
-                self.target(elt)
-        elif isinstance(node, ast.Starred):
-            self.target(node.value)
+        match node:
+            case ast.Attribute(value=ast.Name(id=owner), attr=attr) if owner == self.param:
+                self.names.add(attr)
+            case ast.Tuple(elts=elts) | ast.List(elts=elts):
+                for elt in elts:
+                    self.target(elt)
+            case ast.Starred(value=value):
+                self.target(value)
+            case _:
+                pass
 
     def stmts(self, body: Sequence[ast.stmt]) -> None:
         """Walk statements, not entering nested functions or classes."""
         for stmt in body:
-            if isinstance(stmt, ast.Assign):
-                for t in stmt.targets:
-                    self.target(t)
-            elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
-                self.target(stmt.target)
-            elif isinstance(stmt, (ast.If, ast.While)):
-                self.stmts(stmt.body)
-                self.stmts(stmt.orelse)
-            elif isinstance(stmt, (ast.For, ast.AsyncFor)):
-                self.target(stmt.target)
-                self.stmts(stmt.body)
-                self.stmts(stmt.orelse)
-            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-                for item in stmt.items:
-                    if item.optional_vars is not None:
-                        self.target(item.optional_vars)
-                self.stmts(stmt.body)
-            elif isinstance(stmt, _TRY):
-                self.stmts(stmt.body)
-                for handler in stmt.handlers:
-                    self.stmts(handler.body)
-                self.stmts(stmt.orelse)
-                self.stmts(stmt.finalbody)
-            elif isinstance(stmt, ast.Match):
-                for case in stmt.cases:
-                    self.stmts(case.body)
+            match stmt:
+                case ast.Assign(targets=targets):
+                    for target in targets:
+                        self.target(target)
+                case ast.AnnAssign(target=target) | ast.AugAssign(target=target):
+                    self.target(target)
+                case ast.If(body=inner, orelse=orelse) | ast.While(body=inner, orelse=orelse):
+                    self.stmts(inner)
+                    self.stmts(orelse)
+                case (
+                    ast.For(target=target, body=inner, orelse=orelse)
+                    | ast.AsyncFor(target=target, body=inner, orelse=orelse)
+                ):
+                    self.target(target)
+                    self.stmts(inner)
+                    self.stmts(orelse)
+                case ast.With(items=items, body=inner) | ast.AsyncWith(items=items, body=inner):
+                    for item in items:
+                        if item.optional_vars is not None:
+                            self.target(item.optional_vars)
+                    self.stmts(inner)
+                case ast.Try() | ast.TryStar():
+                    self.stmts(stmt.body)
+                    for handler in stmt.handlers:
+                        self.stmts(handler.body)
+                    self.stmts(stmt.orelse)
+                    self.stmts(stmt.finalbody)
+                case ast.Match(cases=cases):
+                    for case in cases:
+                        self.stmts(case.body)
+                case _:
+                    pass
 
 
 def summary_of_error(path: str, module: str, is_package: bool, lines: int, error: SyntaxProblem) -> ModuleSummary:
@@ -659,7 +649,7 @@ def summarize_source(data: bytes, path: str, module: str, is_package: bool, targ
         class_lines.append(line)
     walker = _Walker(module, is_package, target, class_lines)
     here = _ScopeRef({})
-    final = walker.block(tree.body, here.state, here, (), "", None)
+    final = walker.block(tree.body, here.state, _context(here, (), "", None))
     if final is not None:
         here.state = final
     done = 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvcontract.extras import MissingExtraError
-from kvcontract.metrics import MetricsCollector
+from kvcontract.metrics.collector import MetricsCollector
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -99,5 +99,6 @@ def serve_metrics(collector: MetricsCollector, port: int, address: str = "127.0.
     def stop() -> None:
         server.shutdown()
         thread.join()
+        server.server_close()  # the listening socket: shutdown() only ends the serving loop
 
     return MetricsServer(server.server_port, stop)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kvcontract.lint.module_walker import absolute_module, summarize_source
 from kvcontract.lint.static_conditions import Target, static_truth
-from kvcontract.lint.summarize import absolute_module, summarize_source
-from tests.lint.helpers import TARGET, found, lint_tree, write_tree
+from tests.lint.support import TARGET, found, lint_tree, write_tree
 
 
 @pytest.mark.parametrize(
