@@ -206,6 +206,16 @@ class MooncakeStore:
         assert self._master is not None
         self._master.send_signal(18)
 
+    def stall_segment(self) -> None:
+        """Freeze the process that lends the store its memory (SIGSTOP): transfers of its values wait until :meth:`resume_segment`."""
+        assert self._segment is not None
+        self._segment.send_signal(19)
+
+    def resume_segment(self) -> None:
+        """Let a stalled segment process run again (SIGCONT)."""
+        assert self._segment is not None
+        self._segment.send_signal(18)
+
     def close(self) -> None:
         """Stop the segment process, the master and the metadata server."""
         self._probe.close()

@@ -27,6 +27,7 @@ def own_store(tmp_path: Path) -> Iterator[MooncakeStore]:
     own = MooncakeStore(tmp_path / "own")
     yield own
     own.resume()
+    own.resume_segment()
     own.close()
 
 
@@ -56,7 +57,8 @@ def _reports(tier: MooncakeTier, job_ids: set[int]) -> tuple[dict[int, TransferR
 def test_a_load_past_its_deadline_fails_once_and_its_late_bytes_never_land(
     own_store: MooncakeStore, host: torch.Tensor
 ) -> None:
-    """The master answers again before the client's timeout: the get then succeeds after the job was failed."""
+    """Master and segment frozen (the client may know where a value lies without asking the master), then running
+    again before the client's timeout: the get succeeds after the job was failed."""
     tier = tier_on(own_store, host, namespace="late", timeout=5.0, options=RemoteTierOptions(job_deadline=0.3))
     try:
         jobs = job_counter()
@@ -64,6 +66,7 @@ def test_a_load_past_its_deadline_fails_once_and_its_late_bytes_never_land(
         assert store(tier, jobs, [key(1)], [0]).success
         assert settle(tier, key(1)) is LookupResult.HIT
         own_store.stall()
+        own_store.stall_segment()
         host[4].fill_(0x77)
         job_id = next(jobs)
         assert tier.submit_load(TierJob(job_id, [key(1)], [4]))
@@ -72,6 +75,7 @@ def test_a_load_past_its_deadline_fails_once_and_its_late_bytes_never_land(
         assert not host[4].any(), "an expired load's host block is zero-filled"
         host[4].fill_(0x33)  # the engine gave the block to something else
         own_store.resume()
+        own_store.resume_segment()
         deadline = time.monotonic() + _REPORT_LIMIT_S
         while tier._expired and time.monotonic() < deadline:  # pyright: ignore[reportPrivateUsage]  # until the late reply
             time.sleep(0.01)
