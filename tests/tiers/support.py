@@ -352,3 +352,20 @@ class RemoteTierMachine(RuleBasedStateMachine):
     @override
     def teardown(self) -> None:
         self.tier.shutdown()
+
+
+REPORT_LIMIT_S = 30.0
+"""Guard against a hang only: how long :func:`reports_of` waits for the last report."""
+
+
+def reports_of(tier: SecondaryTier, job_ids: set[int]) -> tuple[dict[int, TransferResult], float]:
+    """Every report of ``job_ids`` (each must come once) and the seconds until the last came."""
+    started = time.monotonic()
+    reports: dict[int, TransferResult] = {}
+    while set(reports) != job_ids:
+        for result in tier.get_finished():
+            assert result.job_id not in reports, f"job {result.job_id} was reported twice"
+            reports[result.job_id] = result
+        assert time.monotonic() - started < REPORT_LIMIT_S, f"jobs {job_ids - set(reports)} were never reported"
+        time.sleep(0.005)
+    return reports, time.monotonic() - started

@@ -18,6 +18,7 @@ import torch
 from kvcontract import BlockIdentity
 from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier
+from kvcontract.tiers.mooncake import tier as mooncake_tier
 from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.tiers.mooncake.support import MooncakeStore, missing_reason
 from tests.tiers.support import EVENTS_ON
@@ -124,3 +125,12 @@ def make_tier(mooncake_store: MooncakeStore, host: torch.Tensor) -> Iterator[Mak
     yield make
     for tier in tiers:
         tier.shutdown()
+
+
+@pytest.fixture(params=["copied", "zero-copy"])
+def value_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways a value travels: the tests' small blocks copied through the slot, or zero copy (the threshold lowered to them)."""
+    path = str(request.param)
+    if path == "zero-copy":
+        monkeypatch.setattr(mooncake_tier, "ZERO_COPY_FROM", 0)
+    return path

@@ -9,16 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from kvcontract import LookupResult, TierJob, TransferResult
-from kvcontract.tiers import MooncakeTier
-from kvcontract.tiers.mooncake import tier as mooncake_tier
+from kvcontract import LookupResult, TierJob
 from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.tiers.mooncake.conftest import tier_on
 from tests.tiers.mooncake.support import MooncakeStore
 from tests.tiers.redis.support import fill, job_counter, key, settle, store
-
-_REPORT_LIMIT_S = 30.0
-"""Guard against a hang only."""
+from tests.tiers.support import REPORT_LIMIT_S, reports_of
 
 
 @pytest.fixture
@@ -29,28 +25,6 @@ def own_store(tmp_path: Path) -> Iterator[MooncakeStore]:
     own.resume()
     own.resume_segment()
     own.close()
-
-
-@pytest.fixture(params=["copied", "zero-copy"])
-def value_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Blocks the size of the tests' (copied through a slot) or, with the threshold lowered to them, those that go zero copy."""
-    path = str(request.param)
-    if path == "zero-copy":
-        monkeypatch.setattr(mooncake_tier, "ZERO_COPY_FROM", 0)
-    return path
-
-
-def _reports(tier: MooncakeTier, job_ids: set[int]) -> tuple[dict[int, TransferResult], float]:
-    """Every report of ``job_ids`` (each must come once) and the seconds until the last came."""
-    started = time.monotonic()
-    reports: dict[int, TransferResult] = {}
-    while set(reports) != job_ids:
-        for result in tier.get_finished():
-            assert result.job_id not in reports, f"job {result.job_id} was reported twice"
-            reports[result.job_id] = result
-        assert time.monotonic() - started < _REPORT_LIMIT_S, f"jobs {job_ids - set(reports)} were never reported"
-        time.sleep(0.005)
-    return reports, time.monotonic() - started
 
 
 @pytest.mark.usefixtures("value_path")
@@ -70,13 +44,13 @@ def test_a_load_past_its_deadline_fails_once_and_its_late_bytes_never_land(
         host[4].fill_(0x77)
         job_id = next(jobs)
         assert tier.submit_load(TierJob(job_id, [key(1)], [4]))
-        reports, seconds = _reports(tier, {job_id})
+        reports, seconds = reports_of(tier, {job_id})
         assert not reports[job_id].success and seconds < 2.0, f"reported after {seconds:.1f} s, past job_deadline 0.3 s"
         assert not host[4].any(), "an expired load's host block is zero-filled"
         host[4].fill_(0x33)  # the engine gave the block to something else
         own_store.resume()
         own_store.resume_segment()
-        deadline = time.monotonic() + _REPORT_LIMIT_S
+        deadline = time.monotonic() + REPORT_LIMIT_S
         while tier._expired and time.monotonic() < deadline:  # pyright: ignore[reportPrivateUsage]  # until the late reply
             time.sleep(0.01)
         assert tier.get_finished() == [], "the late completion is never reported"
@@ -100,7 +74,7 @@ def test_jobs_refused_together_are_counted_each(own_store: MooncakeStore, host: 
         queued = {next(jobs) for _ in range(40)}
         for job_id in sorted(queued):
             assert tier.submit_store(TierJob(job_id, [key(1_000 + job_id)], [0]))
-        reports, _ = _reports(tier, queued | {first})
+        reports, _ = reports_of(tier, queued | {first})
         assert not any(result.success for result in reports.values())
         assert tier.stats().refused_jobs == 40, "every queued job is one refused job, not its batch"
     finally:

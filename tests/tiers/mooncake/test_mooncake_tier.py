@@ -12,7 +12,6 @@ import torch
 from kvcontract import LookupResult, OffloadingEvent, TierJob
 from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier
-from kvcontract.tiers.mooncake import tier as mooncake_tier
 from kvcontract.tiers.mooncake.client import MooncakeUnavailableError
 from kvcontract.tiers.store_value import encode_value
 from tests.tiers.mooncake.conftest import MakeTier, tier_on
@@ -32,15 +31,6 @@ from tests.tiers.redis.support import (
 
 _RECOVER_LIMIT_S = 30.0
 """Guard against a hang only: the tier probes every 50 ms and the client re-mounts within seconds."""
-
-
-@pytest.fixture(params=["copied", "zero-copy"])
-def value_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both ways a value travels: the tests' small blocks copied through the slot, or zero copy (the threshold lowered to them)."""
-    path = str(request.param)
-    if path == "zero-copy":
-        monkeypatch.setattr(mooncake_tier, "ZERO_COPY_FROM", 0)
-    return path
 
 
 @pytest.mark.usefixtures("value_path")

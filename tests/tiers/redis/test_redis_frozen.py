@@ -8,15 +8,13 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from kvcontract import LookupResult, TierJob, TransferResult
-from kvcontract.tiers import RedisTier
+from kvcontract import LookupResult, TierJob
 from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.tiers.redis.conftest import MakeTier
 from tests.tiers.redis.support import RedisServer, fill, job_counter, key, settle, store
+from tests.tiers.support import REPORT_LIMIT_S, reports_of
 
 _SOCKET_TIMEOUT_S = 1.0
-_REPORT_LIMIT_S = 30.0
-"""Guard against a hang only."""
 
 
 @pytest.fixture
@@ -24,19 +22,6 @@ def frozen(own_server: RedisServer) -> Iterator[RedisServer]:
     """The test's own server, thawed again after the test whatever it did."""
     yield own_server
     own_server.thaw()
-
-
-def _reports(tier: RedisTier, job_ids: set[int]) -> tuple[dict[int, TransferResult], float]:
-    """Every report of ``job_ids`` (each must come once) and the seconds until the last came."""
-    started = time.monotonic()
-    reports: dict[int, TransferResult] = {}
-    while set(reports) != job_ids:
-        for result in tier.get_finished():
-            assert result.job_id not in reports, f"job {result.job_id} was reported twice"
-            reports[result.job_id] = result
-        assert time.monotonic() - started < _REPORT_LIMIT_S, f"jobs {job_ids - set(reports)} were never reported"
-        time.sleep(0.005)
-    return reports, time.monotonic() - started
 
 
 def test_queued_jobs_fail_at_once_when_the_breaker_opens(
@@ -52,7 +37,7 @@ def test_queued_jobs_fail_at_once_when_the_breaker_opens(
     ids = {next(jobs) for _ in range(40)}
     for job_id in sorted(ids):
         assert tier.submit_store(TierJob(job_id, [key(job_id)], [job_id % 4]))
-    reports, seconds = _reports(tier, ids)
+    reports, seconds = reports_of(tier, ids)
     assert not any(result.success for result in reports.values())
     assert tier.stats().refused_jobs >= 36
     assert seconds < 4 * _SOCKET_TIMEOUT_S, f"40 queued jobs took {seconds:.1f} s to fail"
@@ -76,7 +61,7 @@ def test_shutdown_returns_within_a_bound_with_jobs_in_flight(
     tier.shutdown()
     seconds = time.monotonic() - started
     assert seconds < 3 * _SOCKET_TIMEOUT_S, f"shutdown took {seconds:.1f} s with a frozen server"
-    reports, _ = _reports(tier, ids)
+    reports, _ = reports_of(tier, ids)
     assert not any(result.success for result in reports.values())
 
 
@@ -92,13 +77,13 @@ def test_a_load_past_its_deadline_fails_once_and_its_late_bytes_never_land(
     host[4].fill_(0x77)
     job_id = next(jobs)
     assert tier.submit_load(TierJob(job_id, [key(1)], [4]))
-    reports, seconds = _reports(tier, {job_id})
+    reports, seconds = reports_of(tier, {job_id})
     assert not reports[job_id].success and seconds < 2.0, f"reported after {seconds:.1f} s, past job_deadline 0.3 s"
     assert not host[4].any(), "an expired load's host block is zero-filled"
     assert tier.stats().expired_jobs == 1
     host[4].fill_(0x33)  # the engine gave the block to something else
     frozen.thaw()
-    deadline = time.monotonic() + _REPORT_LIMIT_S
+    deadline = time.monotonic() + REPORT_LIMIT_S
     while tier.stats().bytes_read == 0 and tier.stats().expired_jobs == 1 and time.monotonic() < deadline:
         if not tier._expired:  # pyright: ignore[reportPrivateUsage]  # the late reply has come back
             break
@@ -116,11 +101,11 @@ def test_a_store_past_its_deadline_is_reported_once(make_tier: MakeTier, frozen:
     frozen.freeze()
     job_id = next(jobs)
     assert tier.submit_store(TierJob(job_id, [key(2)], [1]))
-    reports, _ = _reports(tier, {job_id})
+    reports, _ = reports_of(tier, {job_id})
     assert not reports[job_id].success
     assert tier.lookup(key(2)) is not LookupResult.HIT_PENDING, "the expired store no longer claims its key"
     frozen.thaw()
-    deadline = time.monotonic() + _REPORT_LIMIT_S
+    deadline = time.monotonic() + REPORT_LIMIT_S
     while tier._expired and time.monotonic() < deadline:  # pyright: ignore[reportPrivateUsage]  # until the late reply
         time.sleep(0.01)
     assert tier.get_finished() == [] and tier.stats().expired_jobs == 1
