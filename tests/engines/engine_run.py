@@ -205,13 +205,13 @@ def between_passes(folder: Path, number: int) -> None:
 
 
 def counters(llm: Any) -> dict[str, float]:
-    """The engine's counters and gauges whose names speak of offloading (kvcontract's own included), the prefix cache or preemption."""
+    """The engine's counters and gauges whose names speak of offloading, the prefix cache or preemption."""
     from vllm.v1.metrics.reader import Counter, Gauge
 
     found: dict[str, float] = {}
     for metric in llm.get_metrics():
         if isinstance(metric, (Counter, Gauge)) and any(
-            word in metric.name for word in ("offload", "prefix_cache", "preempt", "kvcontract")
+            word in metric.name for word in ("offload", "prefix_cache", "preempt")
         ):
             found[metric.name] = found.get(metric.name, 0.0) + float(metric.value)
     return found
