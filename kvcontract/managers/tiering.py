@@ -2,7 +2,10 @@
 
 Blocks stored in the primary cascade to every tier once readable; a primary miss that a
 tier holds is promoted back into a reserved primary block, answering ``RETRY`` until it
-lands. Completions are polled at every call, never waited for, except by ``reset_cache``
+lands. A request waits on a key's promotion once: if the primary still lacks the key after,
+the promotion failed (a tier slower than its ``job_deadline``, a store that broke) and the
+request computes the key instead of promoting it again, so a slow tier costs recomputation,
+never a request that waits for ever. Completions are polled at every call, never waited for, except by ``reset_cache``
 and ``shutdown``, which drain in-flight jobs first. An engine with a per-step hook calls
 :meth:`~TieringOffloadingManager.end_step` there and keeps stepping while
 :meth:`~TieringOffloadingManager.has_pending_work`: tier jobs then land on steps that make
@@ -47,8 +50,8 @@ _NOT_IN_TIER = (LookupResult.MISS, LookupResult.RETRY)
 class TierStats:
     """Counters of one secondary tier, in blocks and bytes.
 
-    The manager counts in one per tier; :meth:`TieringOffloadingManager.stats` hands out copies,
-    with what the tier itself counts of its checks and whether its store answers.
+    The manager counts in one per tier; :meth:`TieringOffloadingManager.stats` hands out copies
+    :meth:`reported_by` the tier (what it counts of its checks, whether its store answers).
     """
 
     name: str
@@ -71,6 +74,18 @@ class TierStats:
     """Whether the tier's store answered at its last contact; ``False``: degraded, every lookup a miss."""
     forged_values: int = 0
     """Values whose integrity MAC did not hold (written without the tier's key, with another, or altered), each a miss."""
+
+    def reported_by(self, tier: SecondaryTier) -> TierStats:
+        """A copy with what ``tier`` counts of its own checks (0 for any it does not keep) and whether its store answers:
+        the manager's counters and the tier's in one record, as every owner of a tier reports them."""
+        counts = tier.stats() if isinstance(tier, _VerifyingTier) else None
+        return replace(
+            self,
+            checksum_failures=getattr(counts, "checksum_failures", 0),
+            identity_mismatches=getattr(counts, "identity_mismatches", 0),
+            forged_values=getattr(counts, "forged_values", 0),
+            reachable=not isinstance(tier, _HealthReporting) or tier.healthy,
+        )
 
 
 @runtime_checkable
@@ -118,6 +133,14 @@ class _WaitingForRoom:
     """Per-request state: until when the request asks again for primary room to promote into (``None``: not waiting)."""
 
     deadline: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class _AwaitedPromotions:
+    """Per-request state: the keys the request waited on a promotion for. One the primary lacks later failed (or
+    was evicted): the request computes it rather than wait on the tier again."""
+
+    keys: set[OffloadKey] = field(default_factory=set[OffloadKey])
 
 
 @dataclass
@@ -192,17 +215,32 @@ class TieringOffloadingManager(OffloadingManager):
         if submitted is not None:
             if not submitted:
                 self._flush()
+            self._awaited(req_context).keys.add(key)
             return LookupResult.RETRY
         if answer is LookupResult.HIT_PENDING:
             return answer
+        awaited = self._awaited(req_context)
+        if key in awaited.keys:
+            return LookupResult.MISS
         retry = False
         for state in self._tiers:
             tier_answer = state.tier.lookup(key)
             state.counters.lookups += 1
             if tier_answer is LookupResult.HIT:
-                return self._start_promotion(key, state, self._prefix(req_context), req_context)
+                answer = self._start_promotion(key, state, self._prefix(req_context), req_context)
+                if key in self._promoting:
+                    awaited.keys.add(key)
+                return answer
             retry = retry or tier_answer is LookupResult.RETRY
         return LookupResult.RETRY if retry else LookupResult.MISS
+
+    @staticmethod
+    def _awaited(req_context: ReqContext) -> _AwaitedPromotions:
+        awaited = req_context.get_state(_AwaitedPromotions)
+        if awaited is None:
+            awaited = _AwaitedPromotions()
+            req_context.set_state(awaited)
+        return awaited
 
     def _prefix(self, req_context: ReqContext) -> _RequestPrefix:
         step = (id(self), self._steps)
@@ -367,7 +405,7 @@ class TieringOffloadingManager(OffloadingManager):
     def stats(self) -> TieringStats:
         self._poll()
         primary = self._primary.stats()
-        tiers = tuple(_snapshot(state) for state in self._tiers)
+        tiers = tuple(state.counters.reported_by(state.tier) for state in self._tiers)
         counters = {f.name: getattr(primary, f.name) for f in fields(ManagerStats)}
         return TieringStats(**counters, tiers=tiers)
 
@@ -474,17 +512,3 @@ def _block_ids(spec: LoadStoreSpec) -> Sequence[int]:
             f"(host block ids), got {type(spec).__name__}"
         )
     return spec.block_ids
-
-
-def _snapshot(state: _TierState) -> TierStats:
-    """A copy of the counters kept for ``state``'s tier, with what the tier counts of its failed checks (0 for any it
-    does not keep) and whether its store answers."""
-    tier = state.tier
-    counts = tier.stats() if isinstance(tier, _VerifyingTier) else None
-    return replace(
-        state.counters,
-        checksum_failures=getattr(counts, "checksum_failures", 0),
-        identity_mismatches=getattr(counts, "identity_mismatches", 0),
-        forged_values=getattr(counts, "forged_values", 0),
-        reachable=not isinstance(tier, _HealthReporting) or tier.healthy,
-    )

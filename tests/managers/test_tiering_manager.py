@@ -27,6 +27,13 @@ BLOCK_BYTES = 16
 ctx = ReqContext("r")
 
 
+@pytest.fixture(autouse=True)
+def fresh_request() -> None:
+    """Each test a request of its own in ``ctx``: the manager keeps per-request state on it."""
+    global ctx
+    ctx = ReqContext("r")
+
+
 def key(i: int) -> OffloadKey:
     return make_offload_key(i.to_bytes(8, "big"))
 
@@ -246,6 +253,25 @@ def test_failed_promotion_frees_the_reserved_block() -> None:
     del tier.blocks[key(5)]
     assert manager.lookup(key(5), ctx) is LookupResult.MISS
     assert primary.stats().used == 0
+
+
+@pytest.mark.parametrize("fault", ["failed", "refused"])
+def test_a_request_computes_a_key_whose_promotion_failed_rather_than_wait_on_the_tier_again(fault: str) -> None:
+    """A tier slower than its ``job_deadline`` fails every promotion (or refuses them while its calls are late):
+    the request that waited on one is told ``MISS`` then, and computes the key. Before, it started another
+    promotion at each lookup, and vLLM's scheduler asked for ever (a slow Redis hung the engine)."""
+    manager, primary, (tier,), _ = setup()
+    tier.blocks[key(5)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    tier.refuse_submits = fault == "refused"
+    assert manager.lookup(key(5), ctx) is LookupResult.RETRY
+    manager.take_events()
+    tier.fail_next = True
+    tier.finish()
+    assert [manager.lookup(key(5), ctx) for _ in range(3)] == [LookupResult.MISS] * 3
+    assert tier.calls == ["load:1"], "one promotion for the request, not one per lookup"
+    assert primary.stats().used == 0
+    tier.refuse_submits = False
+    assert manager.lookup(key(5), ReqContext("another")) is LookupResult.RETRY, "another request tries the tier again"
 
 
 def test_a_promotion_after_a_failed_one_in_the_same_step_lands_in_its_own_block() -> None:
