@@ -141,11 +141,9 @@ class RedisTierConfig(RemoteTierConfig):
     def _one_address(self) -> Self:
         if (self.url is None) == (not self.cluster_nodes):
             raise ValueError("give exactly one of url (redis://host:port/db) and cluster_nodes ([host:port, ...])")
-        if self.pool_size < self.io_threads + 1:
-            raise ValueError(
-                f"pool_size ({self.pool_size}) must be at least io_threads + 1 ({self.io_threads + 1}): "
-                "each I/O thread and the lookup thread hold a connection"
-            )
+        from kvcontract.tiers.redis.client import check_pool_size  # the tier's own check (imports torch)
+
+        check_pool_size(self.pool_size, self.io_threads)
         if self.url is not None and self.tls:
             raise ValueError("tls: a url says TLS by its scheme: write rediss://host:port/db and drop tls")
         uses_tls = self.tls or (self.url is not None and self.url.startswith("rediss://"))

@@ -43,7 +43,6 @@ from kvcontract.integrations.sglang.options import check_keys
 from kvcontract.integrations.sglang.pool_store import KV_POOL, RECOVERY_CALLS, PoolStore, attach_pool
 from kvcontract.managers import TierStats
 from kvcontract.metrics import MetricSample, tier_samples
-from kvcontract.tiers import FileTier, MooncakeTier, RedisTier
 
 if TYPE_CHECKING:
     from kvcontract.integrations.sglang.hicache_api import StorageMetrics
@@ -355,15 +354,7 @@ class KVContractHiCacheStorage(HiCacheStorage):
         """Each registered pool's counters in kvcontract's tier terms, with its tier's own checksum and identity counts."""
         stats: dict[str, TierStats] = {}
         for name, store in sorted(self._pools.items()):
-            tier = store.tier
-            counts = store.stats()
-            if isinstance(tier, (FileTier, RedisTier, MooncakeTier)):
-                checks = tier.stats()
-                counts = dataclasses.replace(
-                    counts, checksum_failures=checks.checksum_failures, identity_mismatches=checks.identity_mismatches
-                )
-            reachable = not isinstance(tier, (RedisTier, MooncakeTier)) or tier.healthy
-            stats[name] = dataclasses.replace(counts, reachable=reachable)
+            stats[name] = store.stats().reported_by(store.tier)
         return stats
 
     def tier_stats(self) -> TierStats:

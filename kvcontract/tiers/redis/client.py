@@ -23,12 +23,23 @@ __all__ = [
     "RedisClusterClient",
     "RedisPipeline",
     "RedisUnavailableError",
+    "check_pool_size",
     "connect",
     "describe_error",
 ]
 
 MISSING_EXTRA = "the Redis tier needs the redis package: pip install 'kvcontract[redis]'"
 """The one error a missing redis-py gives."""
+
+
+def check_pool_size(pool_size: int, io_threads: int) -> None:
+    """Refuse a pool smaller than the tier's threads need: each I/O thread and the lookup thread hold a connection,
+    and one more would wait for ever. The one check, for the config and the constructor alike."""
+    if pool_size < io_threads + 1:
+        raise ValueError(
+            f"pool_size ({pool_size}) must be at least io_threads + 1 ({io_threads + 1}): "
+            "each I/O thread and the lookup thread hold a connection"
+        )
 
 
 class RedisPipeline(Protocol):

@@ -35,6 +35,7 @@ from kvcontract.tiers.redis.client import (
     RedisClusterClient,
     RedisPipeline,
     RedisUnavailableError,
+    check_pool_size,
     connect,
     describe_error,
 )
@@ -102,11 +103,7 @@ class RedisTier(RemoteTier[RedisTierStats]):
     ) -> None:
         if (url is None) == (not cluster_nodes):
             raise ValueError("RedisTier needs exactly one of url and cluster_nodes")
-        if pool_size < options.io_threads + 1:
-            raise ValueError(
-                f"RedisTier pool_size {pool_size} is below io_threads + 1 ({options.io_threads + 1}): "
-                "each I/O thread and the lookup thread hold a connection"
-            )
+        check_pool_size(pool_size, options.io_threads)
         self._ttl = ttl_seconds
         self._connect = functools.partial(
             connect,
