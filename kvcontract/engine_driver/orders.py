@@ -110,6 +110,14 @@ class Served(NamedTuple):
 _NOTHING = Served(0, 0, 0)
 
 
+def _served(found: int, requested: int, output: StorePlan[object] | None) -> Served:
+    """What a request of ``requested`` blocks got: ``found`` readable, the rest stored as ``output`` planned, or
+    not stored at all when it found no room (``None``)."""
+    if output is not None:
+        return Served(found, 0, len(output.evicted_keys))
+    return Served(found, requested - found, 0)
+
+
 class RequestServer(Generic[_K, _C]):
     """Serves requests through one manager in kvcontract's order.
 
@@ -175,19 +183,15 @@ class RequestServer(Generic[_K, _C]):
         output = self._prepare_store(keys, context) if found < len(keys) else None
         if self._touch is not None:
             self._touch(keys, context)
-        failed = evicted = 0
         if output is not None:
             if data_path is None:
                 self._complete_store(output.keys_to_store, context)
             elif output.keys_to_store:
                 data_path.store(output, context)
-            evicted = len(output.evicted_keys)
-        elif found < len(keys):
-            failed = len(keys) - found
         self._finished(context)
         if self._step_end is not None:
             self._step_end()
-        return Served(found, failed, evicted)
+        return _served(found, len(keys), output)
 
     def _readable_prefix(self, keys: Sequence[_K], context: _C, data_path: DataPath[_K, _C]) -> int:
         """Blocks readable from the start of ``keys``, waiting for the promotions a tier started.
@@ -268,13 +272,9 @@ class SchedulerOrderServer(Generic[_K, _C]):
             self._after_store(keys, context)
         if found:
             self._complete_load(prefix, context)
-        failed = evicted = 0
         if output is not None:
             self._complete_store(output.keys_to_store, context)
-            evicted = len(output.evicted_keys)
-        elif found < len(keys):
-            failed = len(keys) - found
         self._finished(context)
         if self._step_end is not None:
             self._step_end()
-        return Served(found, failed, evicted)
+        return _served(found, len(keys), output)
