@@ -39,35 +39,19 @@ class _Bridge:
     def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-        families: dict[str, Metric] = {}
+        kinds = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily | HistogramMetricFamily] = {}
         for sample in self._collector.collect():
             labels = dict(sample.labels)
             family = families.get(sample.name)
-            if sample.kind == "histogram":
-                histogram = (
-                    family
-                    if isinstance(family, HistogramMetricFamily)
-                    else HistogramMetricFamily(sample.name, sample.documentation, labels=list(labels))
-                )
+            if family is None:
+                family = kinds[sample.kind](sample.name, sample.documentation, labels=list(labels))
+                families[sample.name] = family
+            if isinstance(family, HistogramMetricFamily):
                 buckets = [("+Inf" if bound == float("inf") else str(bound), count) for bound, count in sample.buckets]
-                histogram.add_metric(list(labels.values()), buckets, sample.value)
-                families[sample.name] = histogram
-            elif sample.kind == "counter":
-                counter = (
-                    family
-                    if isinstance(family, CounterMetricFamily)
-                    else CounterMetricFamily(sample.name, sample.documentation, labels=list(labels))
-                )
-                counter.add_metric(list(labels.values()), sample.value)
-                families[sample.name] = counter
+                family.add_metric(list(labels.values()), buckets, sample.value)
             else:
-                gauge = (
-                    family
-                    if isinstance(family, GaugeMetricFamily)
-                    else GaugeMetricFamily(sample.name, sample.documentation, labels=list(labels))
-                )
-                gauge.add_metric(list(labels.values()), sample.value)
-                families[sample.name] = gauge
+                family.add_metric(list(labels.values()), sample.value)
         yield from families.values()
 
 
