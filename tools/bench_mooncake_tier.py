@@ -73,12 +73,23 @@ def _timed(run: Callable[[], None]) -> tuple[float, float]:
 
 
 def throughput(
-    rounds: int, min_bytes: int, io_threads: int, block_sizes: Sequence[int], console: Console, *, sealed: bool = False
+    rounds: int,
+    min_bytes: int,
+    io_threads: int,
+    block_sizes: Sequence[int],
+    console: Console,
+    *,
+    sealed: bool = False,
+    job_deadline: float | None = None,
 ) -> None:
     """Median tier/raw ratios of store and load throughput (wall clock and process CPU) for every block size and job size.
 
-    ``sealed``: the tier's values carry a MAC (an integrity key) instead of the checksum."""
-    console.print(f"blocks of {mooncake_tier.ZERO_COPY_FROM >> 10} KiB and more go zero copy (two pieces a value)")
+    ``sealed``: the tier's values carry a MAC (an integrity key) instead of the checksum. ``job_deadline``: the
+    tier's, under which every load is copied through a registered slot instead of going zero copy."""
+    if job_deadline is None:
+        console.print(f"blocks of {mooncake_tier.ZERO_COPY_FROM >> 10} KiB and more go zero copy (two pieces a value)")
+    else:
+        console.print(f"job_deadline {job_deadline:g} s: loads copied through a slot whatever the block size")
     values = "values sealed with an integrity key (BLAKE3 MAC)" if sealed else "values with the xxh3 checksum"
     table = Table(title=f"Mooncake tier against the raw client ({rounds} interleaved rounds, median), {values}")
     for column in (
@@ -99,7 +110,16 @@ def throughput(
         raw = store.raw()
         try:
             for block_bytes, job_blocks in itertools.product(block_sizes, JOB_BLOCKS):
-                row = _measure(store, raw, block_bytes, job_blocks, rounds, min_bytes, io_threads, sealed)
+                row = _measure(
+                    store,
+                    raw,
+                    block_bytes,
+                    job_blocks,
+                    rounds,
+                    min_bytes,
+                    RemoteTierOptions(io_threads=io_threads, job_deadline=job_deadline),
+                    sealed,
+                )
                 table.add_row(f"{block_bytes >> 10} KiB", str(job_blocks), *row)
                 console.print(f"measured {block_bytes >> 10} KiB blocks in jobs of {job_blocks}")
         finally:
@@ -115,7 +135,7 @@ def _measure(
     job_blocks: int,
     rounds: int,
     min_bytes: int,
-    io_threads: int,
+    options: RemoteTierOptions,
     sealed: bool,
 ) -> list[str]:
     jobs = max(1, min_bytes // (block_bytes * job_blocks))
@@ -130,7 +150,7 @@ def _measure(
         identity=example_identity(block_bytes),
         client=store.client(timeout=30.0),
         integrity_key=os.urandom(32) if sealed else None,
-        options=RemoteTierOptions(io_threads=io_threads),
+        options=options,
     )
     job_ids = itertools.count(1)
     ratios: dict[str, list[float]] = {"store": [], "load": [], "store cpu": [], "load cpu": []}
@@ -247,6 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"(the tier's own threshold: {mooncake_tier.ZERO_COPY_FROM >> 10})",
     )
     speed.add_argument("--integrity-key", action="store_true", help="seal values with a MAC instead of the checksum")
+    speed.add_argument("--job-deadline", type=float, metavar="SECONDS", help="the tier's job_deadline (default: none)")
     shared = commands.add_parser("hits", help="cross-engine hit ratio on the trace")
     shared.add_argument("--trace", type=Path, default=TRACE)
     shared.add_argument("--engines", type=int, default=2)
@@ -257,7 +278,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if options.zero_copy_from is not None:
             mooncake_tier.ZERO_COPY_FROM = options.zero_copy_from << 10
         sizes = [kib << 10 for kib in options.block_kib] if options.block_kib else BLOCK_SIZES
-        throughput(options.rounds, options.min_bytes, options.io_threads, sizes, console, sealed=options.integrity_key)
+        throughput(
+            options.rounds,
+            options.min_bytes,
+            options.io_threads,
+            sizes,
+            console,
+            sealed=options.integrity_key,
+            job_deadline=options.job_deadline,
+        )
     else:
         hits(options.trace, options.engines, options.requests, console)
     return 0
