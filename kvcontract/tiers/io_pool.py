@@ -1,7 +1,7 @@
 """A thread pool that runs tasks by priority (lowest value first, FIFO within a priority).
 
-The file tier queues reads at a lower value than writes, so loads never wait behind
-a backlog of stores.
+Every tier queues its loads (``READ``) before its stores (``WRITE``), so loads never wait
+behind a backlog of stores, and housekeeping (``BACKGROUND``) after both.
 """
 
 from __future__ import annotations
@@ -13,7 +13,12 @@ import sys
 import threading
 from collections.abc import Callable
 
-__all__ = ["PriorityThreadPool"]
+__all__ = ["BACKGROUND", "READ", "WRITE", "PriorityThreadPool", "Task"]
+
+READ = 0
+WRITE = 1
+BACKGROUND = 2
+"""The tiers' priorities: loads, then stores, then touches, removals of bad values and health probes."""
 
 _log = logging.getLogger(__name__)
 _STOP = sys.maxsize

@@ -42,15 +42,12 @@ from kvcontract.contracts.values import OffloadingEvent, TransferResult
 from kvcontract.tiers.event_log import EventLog
 from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks, check_identity_block_bytes
 from kvcontract.tiers.integrity import MismatchLog, ValueMac
-from kvcontract.tiers.io_pool import PriorityThreadPool
+from kvcontract.tiers.io_pool import BACKGROUND, PriorityThreadPool
 from kvcontract.tiers.store_value import BadValueError
 
 __all__ = [
-    "BACKGROUND",
     "PREFIX_FINGERPRINT_DIGITS",
     "DEFAULT_OPTIONS",
-    "READ",
-    "WRITE",
     "Fault",
     "LoadOutcome",
     "RemoteTier",
@@ -61,10 +58,6 @@ __all__ = [
 PREFIX_FINGERPRINT_DIGITS = 16
 """Hex digits of the identity's fingerprint in every key name: 64 bits keep identities apart; the value holds all 128."""
 
-READ = 0
-WRITE = 1
-BACKGROUND = 2
-"""Pool priorities: loads, then stores, then touches, removals of bad values and health probes."""
 _LOOKUP_BATCH = 4096
 NEVER = float("inf")
 """The expiry of a key known present in a store whose values do not expire."""

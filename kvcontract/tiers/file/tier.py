@@ -34,16 +34,13 @@ from kvcontract.tiers.integrity import (
     MismatchLog,
     value_mac,
 )
-from kvcontract.tiers.io_pool import PriorityThreadPool, Task
+from kvcontract.tiers.io_pool import READ, WRITE, PriorityThreadPool, Task
 
 __all__ = ["MEDIUM", "FileTier", "FileTierStats"]
 
 MEDIUM = "FILE"
 """The ``medium`` of this tier's events."""
 
-_READ = 0
-_WRITE = 1
-"""Pool priorities: every queued read runs before any queued write or delete."""
 
 _log = logging.getLogger(__name__)
 
@@ -231,7 +228,7 @@ class FileTier(SecondaryTier):
                 if key in self._deleting:
                     self._stores_behind_delete.setdefault(key, []).append(task)
                 else:
-                    self._pool.submit(_WRITE, task)
+                    self._pool.submit(WRITE, task)
             if not new:
                 self._finish(progress)
         return True
@@ -257,7 +254,7 @@ class FileTier(SecondaryTier):
                 block.ref_cnt += 1
                 if block.ref_cnt == 1:
                     self._policy.mark_non_evictable(key)
-                self._pool.submit(_READ, functools.partial(self._load_block, progress, key, block, host_id))
+                self._pool.submit(READ, functools.partial(self._load_block, progress, key, block, host_id))
             if not ready:
                 self._finish(progress)
         return True
@@ -338,7 +335,7 @@ class FileTier(SecondaryTier):
         self._events.record(keys, removed=True)
         for key in keys:
             self._deleting[key] = self._deleting.get(key, 0) + 1
-            self._pool.submit(_WRITE, functools.partial(self._delete_evicted, key))
+            self._pool.submit(WRITE, functools.partial(self._delete_evicted, key))
         return True
 
     def _delete_file(self, key: OffloadKey) -> None:
@@ -356,7 +353,7 @@ class FileTier(SecondaryTier):
                 return
             del self._deleting[key]
             for task in self._stores_behind_delete.pop(key, []):
-                self._pool.submit(_WRITE, task)
+                self._pool.submit(WRITE, task)
 
     def _store_block(self, progress: _JobProgress, key: OffloadKey, block: BlockStatus, host_id: int) -> None:
         started = time.perf_counter()

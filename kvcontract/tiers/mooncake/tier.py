@@ -42,6 +42,7 @@ from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
 from kvcontract.tiers.host_blocks import check_host_blocks
 from kvcontract.tiers.integrity import value_mac
+from kvcontract.tiers.io_pool import BACKGROUND, READ, WRITE
 from kvcontract.tiers.job_lane import JobLane
 from kvcontract.tiers.mooncake.client import (
     DEFAULT_CLIENT,
@@ -62,10 +63,7 @@ from kvcontract.tiers.mooncake.client import (
     describe_code,
 )
 from kvcontract.tiers.remote_tier import (
-    BACKGROUND,
     DEFAULT_OPTIONS,
-    READ,
-    WRITE,
     Fault,
     LoadOutcome,
     RemoteTier,

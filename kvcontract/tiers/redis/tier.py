@@ -28,6 +28,7 @@ from typing_extensions import override
 from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
 from kvcontract.tiers.integrity import value_mac
+from kvcontract.tiers.io_pool import BACKGROUND, READ, WRITE
 from kvcontract.tiers.redis.client import (
     NO_ACCESS_OPTIONS,
     RedisAccess,
@@ -40,10 +41,7 @@ from kvcontract.tiers.redis.client import (
     describe_error,
 )
 from kvcontract.tiers.remote_tier import (
-    BACKGROUND,
     DEFAULT_OPTIONS,
-    READ,
-    WRITE,
     Fault,
     LoadOutcome,
     RemoteTier,
