@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.integrations.sglang.cpu_stand_ins import install_stand_ins
+from tests.integrations.sglang.support import install_stand_ins
 
 install_stand_ins()
 

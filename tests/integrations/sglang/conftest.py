@@ -13,16 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integrations.sglang.cpu_stand_ins import install_stand_ins
-
 
 def sglang_missing() -> str | None:
     """Why SGLang's real modules cannot be used here, or ``None`` when they can."""
     try:
-        install_stand_ins()
-        importlib.import_module("kvcontract.integrations.sglang")  # checks the SGLang version on import
-        importlib.import_module("sglang.srt.mem_cache.storage.backend_factory")
-        importlib.import_module("sglang.srt.mem_cache.pool_host.mha")
+        # The helpers put the CPU stand-ins in place, then import the backend (which checks the
+        # SGLang version on import) and SGLang's modules the tests use (backend factory, host pools).
+        importlib.import_module("tests.integrations.sglang.support")
     except ImportError as error:
         return f"need SGLang 0.5.23 (the install commands at the top of requirements/sglang.txt): {error}"
     return None

@@ -163,9 +163,7 @@ def test_a_tier_stopped_under_the_controller_costs_no_wrong_byte_and_no_hang(tmp
 _WRITER_PROCESS = """
 import sys
 from pathlib import Path
-from tests.integrations.sglang.cpu_stand_ins import install_stand_ins
-install_stand_ins()
-from tests.integrations.sglang.support import one_gloo_rank
+from tests.integrations.sglang.support import one_gloo_rank  # puts the CPU stand-ins in place first
 from tests.integrations.sglang import test_controller as here
 root, rendezvous, start = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 with one_gloo_rank(Path(rendezvous)):

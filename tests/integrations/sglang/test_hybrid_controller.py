@@ -196,9 +196,7 @@ _WRITER_PROCESS = """
 import sys
 from pathlib import Path
 import json
-from tests.integrations.sglang.cpu_stand_ins import install_stand_ins
-install_stand_ins()
-from tests.integrations.sglang.support import one_gloo_rank
+from tests.integrations.sglang.support import one_gloo_rank  # puts the CPU stand-ins in place first
 from tests.integrations.sglang import test_hybrid_controller as here
 root, rendezvous, start = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 with one_gloo_rank(Path(rendezvous)):

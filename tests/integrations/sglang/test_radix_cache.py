@@ -8,7 +8,7 @@ allocator on CPU tensors, then the cache's own ``init_hicache``, which builds th
 controller and the backend. Requests' pages go through SGLang's own paths: ``insert`` writes
 them through to host memory and on to storage under the page hashes SGLang computes, ``evict``
 and ``evict_host`` drop them, ``prefetch_from_storage`` brings them into a fresh cache's host
-pool and ``load_back`` onto its device. The CPU stand-ins are ``cpu_stand_ins.radix_cache_stand_ins``.
+pool and ``load_back`` onto its device. The CPU stand-ins are ``support.radix_cache_stand_ins``.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ import pytest
 import torch
 
 from kvcontract.integrations.sglang import KVContractHiCacheStorage
-from tests.integrations.sglang.cpu_stand_ins import radix_cache_stand_ins
-from tests.integrations.sglang.support import HEAD_DIM, HEADS, LAYERS, PAGE, fill_random
+from tests.integrations.sglang.support import HEAD_DIM, HEADS, LAYERS, PAGE, fill_random, radix_cache_stand_ins
 
 _server_args = importlib.import_module("sglang.srt.server_args")
 _memory = importlib.import_module("sglang.srt.mem_cache.memory_pool")

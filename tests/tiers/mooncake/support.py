@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from kvcontract.tiers.mooncake import client as mooncake_client
 from tests.required_parts import skip_unless_required
@@ -104,11 +104,15 @@ class MooncakeStore:
             [sys.executable, "-m", "mooncake.http_metadata_server", "--host", HOST, "--port", str(self.metadata_port)],
             "metadata.log",
         )
-        self._wait_listening(self.metadata_port, self._metadata)
-        self.start()
-        self._start_segment()
-        self._probe = self.raw()
-        self.wait_ready()
+        try:
+            self._wait_listening(self.metadata_port, self._metadata)
+            self.start()
+            self._start_segment()
+            self._probe = self.raw()
+            self.wait_ready()
+        except BaseException:
+            self._stop_processes()
+            raise
 
     @property
     def master(self) -> str:
@@ -219,30 +223,52 @@ class MooncakeStore:
     def close(self) -> None:
         """Stop the segment process, the master and the metadata server."""
         self._probe.close()
-        if self._segment is not None and self._segment.poll() is None:
-            assert self._segment.stdin is not None
-            self._segment.stdin.close()
-            try:
-                self._segment.wait(timeout=_START_LIMIT_S)
-            except subprocess.TimeoutExpired:
-                self._segment.kill()
-                self._segment.wait()
+        self._stop_processes()
+
+    def _stop_processes(self) -> None:
+        """Stop whichever of the segment process, the master and the metadata server run, and close this side's pipes."""
+        self._stop_segment()
         self.stop()
-        self._metadata.terminate()
+        if self._metadata.poll() is None:
+            self._metadata.terminate()
         self._metadata.wait(timeout=_START_LIMIT_S)
 
     def _start_segment(self) -> None:
-        log: IO[str] = open(self.workdir / "segment.log", "w", encoding="utf-8")  # noqa: SIM115 - the child holds it
-        self._segment = subprocess.Popen(
-            [sys.executable, "-c", _SEGMENT_SCRIPT, HOST, self.metadata_server, str(self.segment_bytes), self.master],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-        )
+        command = [
+            sys.executable,
+            "-c",
+            _SEGMENT_SCRIPT,
+            HOST,
+            self.metadata_server,
+            str(self.segment_bytes),
+            self.master,
+        ]
+        # The child gets its own copy of the log's descriptor; this process closes its copy on leaving the block.
+        with open(self.workdir / "segment.log", "w", encoding="utf-8") as log:
+            self._segment = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
         assert self._segment.stdout is not None
         line = self._segment.stdout.readline().strip()
         assert line == "ready", f"the segment process did not start: {line!r} (see {self.workdir / 'segment.log'})"
+
+    def _stop_segment(self) -> None:
+        """End the segment process (end of its stdin lets it close its store), killing it past the limit, and close both pipes."""
+        segment, self._segment = self._segment, None
+        if segment is None:
+            return
+        assert segment.stdin is not None and segment.stdout is not None
+        segment.stdin.close()
+        try:
+            segment.wait(timeout=_START_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            segment.kill()
+            segment.wait(timeout=_START_LIMIT_S)
+        segment.stdout.close()
 
     def _spawn(self, command: list[str], log_name: str) -> subprocess.Popen[bytes]:
         with open(self.workdir / log_name, "ab") as log:
