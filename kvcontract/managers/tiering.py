@@ -2,11 +2,11 @@
 
 Blocks stored in the primary cascade to every tier once readable; a primary miss that a
 tier holds is promoted back into a reserved primary block, answering ``RETRY`` until it
-lands. A request waits on a key's promotion once: if the primary still lacks the key after,
-the promotion failed (a tier slower than its ``job_deadline``, a store that broke) and the
-request computes the key instead of promoting it again, so a slow tier costs recomputation,
-never a request that waits for ever. Completions are polled at every call, never waited for, except by ``reset_cache``
-and ``shutdown``, which drain in-flight jobs first. An engine with a per-step hook calls
+lands. A request that waited on a key's promotion and finds it failed (a tier slower than its
+``job_deadline``, a store that broke) computes the key instead of promoting it again, so a
+slow tier costs recomputation, never a request that waits for ever; a promoted block evicted
+before its request loaded it is promoted again. Completions are polled at every call, never
+waited for, except by ``reset_cache`` and ``shutdown``, which drain in-flight jobs first. An engine with a per-step hook calls
 :meth:`~TieringOffloadingManager.end_step` there and keeps stepping while
 :meth:`~TieringOffloadingManager.has_pending_work`: tier jobs then land on steps that make
 no other call, instead of pinning primary blocks until the next request comes.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Protocol, runtime_checkable
@@ -42,6 +42,8 @@ from kvcontract.managers.evictions import EvictionListener
 __all__ = ["TierStats", "TieringOffloadingManager", "TieringStats"]
 
 _DRAIN_PAUSE_SECONDS = 0.0005
+_FAILED_KEPT = 4096
+"""Keys whose last promotion failed that the manager remembers, the most recent: state bounded whatever the traffic."""
 _NOT_IN_TIER = (LookupResult.MISS, LookupResult.RETRY)
 """Tier answers that make a cascade write the key: a tier still asking (remote tiers) may not hold it."""
 
@@ -137,8 +139,8 @@ class _WaitingForRoom:
 
 @dataclass(frozen=True, slots=True)
 class _AwaitedPromotions:
-    """Per-request state: the keys the request waited on a promotion for. One the primary lacks later failed (or
-    was evicted): the request computes it rather than wait on the tier again."""
+    """Per-request state: the keys the request waited on a promotion for. One whose promotion failed since, the
+    request computes rather than wait on the tier again."""
 
     keys: set[OffloadKey] = field(default_factory=set[OffloadKey])
 
@@ -183,6 +185,8 @@ class TieringOffloadingManager(OffloadingManager):
         """The primary blocks cascades in flight pin, each with the number of its cascades (one per tier)."""
         self._tiers = [_TierState(tier, TierStats(type(tier).__name__)) for tier in tiers]
         self._promoting: dict[OffloadKey, bool] = {}
+        self._failed: OrderedDict[OffloadKey, None] = OrderedDict()
+        """Keys whose last promotion failed, the most recent last: a request that waited on one computes it."""
         self._job_ids = itertools.count(1)
         self._own = ReqContext("kvcontract-tiering")
         self._steps = 0
@@ -220,7 +224,7 @@ class TieringOffloadingManager(OffloadingManager):
         if answer is LookupResult.HIT_PENDING:
             return answer
         awaited = self._awaited(req_context)
-        if key in awaited.keys:
+        if key in awaited.keys and key in self._failed:
             return LookupResult.MISS
         retry = False
         for state in self._tiers:
@@ -494,8 +498,16 @@ class TieringOffloadingManager(OffloadingManager):
             self._primary.complete_load(cascaded, self._own)
 
     def _finish_promotion(self, keys: Sequence[OffloadKey], *, success: bool) -> None:
+        failed = self._failed
         for key in keys:
             self._promoting.pop(key, None)
+            if success:
+                failed.pop(key, None)
+            else:
+                failed[key] = None
+                failed.move_to_end(key)
+        while len(failed) > _FAILED_KEPT:
+            failed.popitem(last=False)
         self._primary.complete_store(keys, self._own, success)
 
     def _drain(self) -> None:

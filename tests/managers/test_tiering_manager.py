@@ -274,6 +274,24 @@ def test_a_request_computes_a_key_whose_promotion_failed_rather_than_wait_on_the
     assert manager.lookup(key(5), ReqContext("another")) is LookupResult.RETRY, "another request tries the tier again"
 
 
+def test_a_request_promotes_again_a_block_evicted_before_it_loaded_it() -> None:
+    """Under host pressure a promoted block may be evicted before its request comes back for it: no failure, so
+    the request promotes it again (a restarted engine with little host memory then loads every block its tier
+    holds, where computing them would lose what the tier kept)."""
+    manager, primary, (tier,), host = setup(capacity=1)
+    tier.blocks[key(5)] = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    waiting = ReqContext("waiting")
+    assert manager.lookup(key(5), waiting) is LookupResult.RETRY
+    manager.take_events()
+    tier.finish()
+    store(manager, host, [key(6)])
+    tier.finish()  # key 6's cascade, which pins the one primary block until it lands
+    assert primary.lookup(key(5), ctx) is LookupResult.MISS, "the one primary block went to key 6"
+    assert manager.lookup(key(5), waiting) is LookupResult.RETRY
+    manager.take_events()
+    assert tier.calls.count("load:1") == 2, "promoted a second time"
+
+
 def test_a_promotion_after_a_failed_one_in_the_same_step_lands_in_its_own_block() -> None:
     manager, primary, (tier,), host = setup(capacity=2)
     tier.blocks[key(1)] = torch.full((BLOCK_BYTES,), 11, dtype=torch.uint8)
