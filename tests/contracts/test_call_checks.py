@@ -20,7 +20,7 @@ from kvcontract import (
     ReqContext,
 )
 from kvcontract.enforce import checked, checks_enabled, configure, unchecked
-from tests.contracts.conftest import RecordingManager
+from tests.contracts.support import RecordingManager
 
 
 @pytest.fixture(autouse=True)
@@ -130,7 +130,7 @@ def test_configure_off_leaves_no_wrapper(manager: RecordingManager, ctx: ReqCont
     assert not checks_enabled()
     original = RecordingManager.__dict__["touch"]
     assert original is wrapped.__wrapped__
-    assert original.__code__.co_filename.endswith("conftest.py")
+    assert original.__code__.co_filename.endswith("support.py")
     manager.touch(set(keys), ctx)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     configure(checks=True)
     with pytest.raises(ContractViolation):
@@ -152,7 +152,7 @@ def test_classes_created_while_off_are_checked_once_on(ctx: ReqContext, keys: li
 
 
 ENV_PROBE = (
-    "import kvcontract.enforce as e, tests.contracts.conftest as c;"
+    "import kvcontract.enforce as e, tests.contracts.support as c;"
     "print(e.checks_enabled(), hasattr(c.RecordingManager.__dict__['touch'], '__wrapped__'))"
 )
 

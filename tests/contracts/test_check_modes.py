@@ -27,7 +27,7 @@ from kvcontract import (
 )
 from kvcontract.enforce import CHECK_MODES, checked, checks_mode, configure
 from kvcontract.policies import LRUPolicy
-from tests.contracts.conftest import RecordingManager
+from tests.contracts.support import RecordingManager
 
 
 @pytest.fixture(autouse=True)

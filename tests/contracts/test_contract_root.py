@@ -22,7 +22,7 @@ from kvcontract import (
     ReqContext,
 )
 from kvcontract.contracts.enforcement.members import is_contract
-from tests.contracts.conftest import RecordingManager
+from tests.contracts.support import RecordingManager
 
 
 def define_implementer() -> type:

@@ -14,7 +14,7 @@ from typing_extensions import override
 
 from kvcontract import CachePolicy, ContractDefinitionError, ContractViolation, OffloadKey, ReqContext
 from kvcontract.enforce import configure, unchecked
-from tests.contracts.conftest import RecordingManager, logged
+from tests.contracts.support import RecordingManager, logged
 
 
 def define_forgetful() -> type:
@@ -45,8 +45,8 @@ def test_missing_override_names_every_method_and_base() -> None:
         define_forgetful()
     message = str(raised.value)
     assert "Forgetful overrides without @override" in message
-    assert "lookup (overrides tests.contracts.conftest.RecordingManager.lookup)" in message
-    assert "touch (overrides tests.contracts.conftest.RecordingManager.touch)" in message
+    assert "lookup (overrides tests.contracts.support.RecordingManager.lookup)" in message
+    assert "touch (overrides tests.contracts.support.RecordingManager.touch)" in message
     assert "from typing_extensions import override" in message
     assert isinstance(raised.value, TypeError)
 
@@ -270,7 +270,7 @@ def test_mixin_contract_methods_need_override() -> None:
     assert (
         "Mixed overrides without @override: touch (from mixin "
         "tests.contracts.test_override_enforcement.TouchMixin, overrides "
-        "tests.contracts.conftest.RecordingManager.touch)"
+        "tests.contracts.support.RecordingManager.touch)"
     ) in message
     assert "should inherit the contract" in message
 

@@ -18,7 +18,7 @@ from kvcontract.contracts.enforcement.signatures import check_override_signature
 from kvcontract.enforce import ContractHintWarning, ContractViolation, configure
 from kvcontract.lint.runner import LintSettings, lint_files
 from kvcontract.policies import LRUPolicy
-from tests.contracts.conftest import RecordingManager, logged
+from tests.contracts.support import RecordingManager, logged
 
 ROOT = Path(__file__).resolve().parents[2]
 FAIL_CASES = ROOT / "typecheck" / "fail" / "narrowed_overrides.py"
@@ -172,7 +172,7 @@ def test_an_unresolvable_hint_is_one_warning_line_and_the_class_is_made() -> Non
         "from __future__ import annotations\n"
         "from kvcontract import ReqContext\n"
         "from typing_extensions import override\n"
-        "from tests.contracts.conftest import RecordingManager, logged\n"
+        "from tests.contracts.support import RecordingManager, logged\n"
         "class Unresolved(RecordingManager):\n"
         "    @override\n"
         "    def touch(self, keys: MissingName, req_context: ReqContext) -> None:\n"

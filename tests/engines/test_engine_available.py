@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from tests.engines.conftest import ENGINE_MISSING
+from tests.engines.support import engine_missing
 from tests.required_parts import skip_unless_required
 
 
 def test_vllm_engine_is_available() -> None:
-    if ENGINE_MISSING is not None:
-        skip_unless_required("engine", f"the real-engine tests {ENGINE_MISSING}")
+    missing = engine_missing()
+    if missing is not None:
+        skip_unless_required("engine", f"the real-engine tests {missing}")

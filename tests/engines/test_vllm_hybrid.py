@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.engines.conftest import RunEngine
 from tests.engines.support import (
     BLOCK_SIZE,
     LOADED,
@@ -27,6 +26,7 @@ from tests.engines.support import (
     EngineRun,
     GroupLedger,
     Pass,
+    RunEngine,
     TinyModel,
     assert_exact_and_loaded,
     offload,

@@ -13,8 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.engines.conftest import RunEngine
-from tests.engines.support import EXTERNAL_HITS, EngineRun, Pass, TinyModel, differing, shared_prefix_prompts
+from tests.engines.support import EXTERNAL_HITS, EngineRun, Pass, RunEngine, TinyModel, differing, shared_prefix_prompts
 from tests.engines.test_vllm_tiers import tiering
 
 PROMPTS = shared_prefix_prompts(groups=2)

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.engines.conftest import RunEngine
 from tests.engines.support import (
     LOADED,
     PREEMPTIONS,
     EngineRun,
     Pass,
+    RunEngine,
     TinyModel,
     assert_exact_and_loaded,
     differing,

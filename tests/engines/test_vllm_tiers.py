@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from tests.engines.conftest import RunEngine
 from tests.engines.support import (
     EXTERNAL_HITS,
     EXTERNAL_QUERIES,
     EngineRun,
     Pass,
+    RunEngine,
     TinyModel,
     assert_exact_and_loaded,
     differing,

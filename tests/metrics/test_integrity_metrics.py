@@ -15,8 +15,8 @@ from kvcontract.testing import example_identity
 from kvcontract.tiers import FileTier, RedisTier
 from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.metrics.support import needs_redis, scrape, value_of
-from tests.tiers.conftest import drain, key, pattern
 from tests.tiers.redis import support as redis_support
+from tests.tiers.support import drain, key, pattern
 
 
 def _flip_last_byte(path: Path) -> None:

@@ -22,9 +22,9 @@ from kvcontract import SecondaryTier, TierJob, make_offload_key
 from kvcontract.testing import example_identity
 from kvcontract.tiers import FileTier, MooncakeTier, RedisTier
 from kvcontract.tiers.remote_tier import RemoteTierOptions
-from tests.tiers.conftest import drain
 from tests.tiers.mooncake.support import store_or_skip
 from tests.tiers.redis.support import lru_server_or_skip
+from tests.tiers.support import drain
 
 pytestmark = pytest.mark.soak
 

@@ -13,7 +13,7 @@ import torch
 
 from kvcontract import TierJob
 from kvcontract.tiers import FileTier
-from tests.tiers.conftest import BLOCK_BYTES, IDENTITY, drain, key, pattern
+from tests.tiers.support import BLOCK_BYTES, IDENTITY, drain, key, pattern
 
 
 def main() -> int:

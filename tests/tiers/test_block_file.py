@@ -20,7 +20,7 @@ from kvcontract.tiers.file.block_file import (
     read_header,
     write_block,
 )
-from tests.tiers.conftest import FINGERPRINT
+from tests.tiers.support import FINGERPRINT
 
 KEY = make_offload_key(b"k" * 16, 3)
 PAYLOAD = bytes(range(256)) * 4

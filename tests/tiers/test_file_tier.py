@@ -22,17 +22,19 @@ from kvcontract.tiers.file import block_file
 from kvcontract.tiers.file.block_dir import BlockDirectory
 from kvcontract.tiers.file.block_file import BlockLocation
 from kvcontract.tiers.integrity import ValueMac
-from tests.tiers.conftest import (
+from tests.tiers.support import (
     BLOCK_BYTES,
     READ_BLOCK,
     WRITE_BLOCK,
     Gate,
     MakeTier,
     drain,
+    fill,
     key,
+    load,
     pattern,
+    store,
 )
-from tests.tiers.support import fill, load, store
 
 
 def test_loaded_blocks_equal_the_stored_ones(make_tier: MakeTier, host: torch.Tensor, job_ids: Iterator[int]) -> None:

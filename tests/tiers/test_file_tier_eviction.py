@@ -12,7 +12,7 @@ from kvcontract.policies import available_policies
 from kvcontract.tiers import FileTier
 from kvcontract.tiers.file import block_file
 from kvcontract.tiers.file.block_dir import BlockDirectory
-from tests.tiers.conftest import (
+from tests.tiers.support import (
     DELETE_BLOCK,
     FINGERPRINT,
     READ_BLOCK,
@@ -20,10 +20,12 @@ from tests.tiers.conftest import (
     Gate,
     MakeTier,
     drain,
+    fill,
     key,
+    load,
     pattern,
+    store,
 )
-from tests.tiers.support import fill, load, store
 
 
 def block_files(tier: FileTier) -> int:

@@ -17,8 +17,7 @@ from kvcontract.tiers.file import block_file
 from kvcontract.tiers.file.block_dir import BlockDirectory
 from kvcontract.tiers.file.block_file import BlockLocation
 from kvcontract.tiers.integrity import ValueMac
-from tests.tiers.conftest import BLOCK_BYTES, READ_BLOCK, WRITE_BLOCK, MakeTier, drain, key, pattern
-from tests.tiers.support import fill, load, store
+from tests.tiers.support import BLOCK_BYTES, READ_BLOCK, WRITE_BLOCK, MakeTier, drain, fill, key, load, pattern, store
 
 
 def path_of(tier: FileTier, k: OffloadKey) -> Path:

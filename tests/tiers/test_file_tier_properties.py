@@ -26,7 +26,7 @@ from kvcontract.tiers.file.block_dir import BlockDirectory
 from kvcontract.tiers.file.block_file import BlockLocation, CorruptBlockError
 from kvcontract.tiers.integrity import ValueMac
 from tests.profiles import stateful_settings
-from tests.tiers.conftest import WRITE_BLOCK, drain, key
+from tests.tiers.support import WRITE_BLOCK, drain, key
 
 BYTES = 64
 IDENTITY = example_identity(BYTES)

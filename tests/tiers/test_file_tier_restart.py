@@ -14,8 +14,7 @@ import torch
 from kvcontract import LookupResult, OffloadingEvent, TierJob
 from kvcontract.tiers import FileTier
 from kvcontract.tiers.file.block_dir import STALE_TEMP_SECONDS, BlockDirectory
-from tests.tiers.conftest import BLOCK_BYTES, IDENTITY, MakeTier, drain, key, pattern
-from tests.tiers.support import fill, load, store
+from tests.tiers.support import BLOCK_BYTES, IDENTITY, MakeTier, drain, fill, key, load, pattern, store
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,8 +16,7 @@ from kvcontract import LookupResult, TierJob
 from kvcontract.assembly import build_tier
 from kvcontract.config import FileTierConfig, KVContractConfig
 from kvcontract.tiers import FileTier
-from tests.tiers.conftest import IDENTITY, MakeTier, drain, finishes, key, needs_root, pattern
-from tests.tiers.support import fill, load, store
+from tests.tiers.support import IDENTITY, MakeTier, drain, fill, finishes, key, load, needs_root, pattern, store
 
 OTHER_UID = 54_321
 

@@ -25,8 +25,18 @@ from kvcontract.tiers import FileTier
 from kvcontract.tiers.file import block_file
 from tests.metrics.support import value_of
 from tests.profiles import stateful_settings
-from tests.tiers.conftest import MakeTier, drain, key, pattern
-from tests.tiers.support import SharedTierMachine, fill, load, loads_exactly, store, store_all
+from tests.tiers.support import (
+    MakeTier,
+    SharedTierMachine,
+    drain,
+    fill,
+    key,
+    load,
+    loads_exactly,
+    pattern,
+    store,
+    store_all,
+)
 
 _SHAPE = {"num_layers": 2, "num_kv_heads": 2, "head_dim": 32, "dtype": "bfloat16"}
 ENGINES: dict[str, dict[str, object]] = {

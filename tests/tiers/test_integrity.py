@@ -21,8 +21,7 @@ from kvcontract.tiers.integrity import (
     read_integrity_key,
 )
 from kvcontract.tiers.store_value import BadValueError, decode_value, encode_value
-from tests.tiers.conftest import BLOCK_BYTES, MakeTier, key, pattern
-from tests.tiers.support import fill, load, store
+from tests.tiers.support import BLOCK_BYTES, MakeTier, fill, key, load, pattern, store
 
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(1, 33))

@@ -9,40 +9,19 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from dataclasses import replace
-from typing import Protocol
 
 import pytest
 import torch
 
 from kvcontract import BlockIdentity
-from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier
 from kvcontract.tiers.mooncake import tier as mooncake_tier
 from kvcontract.tiers.remote_tier import RemoteTierOptions
-from tests.tiers.mooncake.support import MooncakeStore, missing_reason
+from tests.tiers.mooncake.support import MakeTier, MooncakeStore, missing_reason, tier_on
 from tests.tiers.support import EVENTS_ON
 
 collect_ignore_glob = [] if missing_reason() is None else ["test_mooncake_*.py"]
 _namespaces = itertools.count()
-
-
-class MakeTier(Protocol):
-    """Builds a tier on the session's store in the test's namespace, unless told otherwise."""
-
-    def __call__(
-        self,
-        *,
-        namespace: str | None = None,
-        host_blocks: torch.Tensor | None = None,
-        identity: BlockIdentity | None = None,
-        lookup_timeout: float = 10.0,
-        io_threads: int = 2,
-        start_degraded: bool = False,
-        integrity_key: bytes | None = None,
-        options: RemoteTierOptions = EVENTS_ON,
-        master: str | None = None,
-    ) -> MooncakeTier: ...
 
 
 @pytest.fixture(scope="session")
@@ -51,42 +30,6 @@ def mooncake_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mooncak
     store = MooncakeStore(tmp_path_factory.mktemp("mooncake"))
     yield store
     store.close()
-
-
-def tier_on(
-    store: MooncakeStore,
-    host: torch.Tensor,
-    *,
-    namespace: str | None = None,
-    identity: BlockIdentity | None = None,
-    lookup_timeout: float = 10.0,
-    io_threads: int = 2,
-    start_degraded: bool = False,
-    master: str | None = None,
-    metadata_server: str | None = None,
-    integrity_key: bytes | None = None,
-    options: RemoteTierOptions = EVENTS_ON,
-    timeout: float = 1.0,
-) -> MooncakeTier:
-    """A tier on ``store`` (or the given addresses) over ``host`` that lends the store no memory, of the example identity unless told."""
-    return MooncakeTier(
-        host,
-        identity=identity if identity is not None else example_identity(int(host.shape[1])),
-        client=replace(
-            store.client(timeout),
-            master=master if master is not None else store.master,
-            metadata_server=metadata_server if metadata_server is not None else store.metadata_server,
-        ),
-        integrity_key=integrity_key,
-        options=replace(
-            options,
-            namespace=namespace,
-            lookup_timeout=lookup_timeout,
-            io_threads=io_threads,
-            retry_interval=0.05,
-            start_degraded=start_degraded,
-        ),
-    )
 
 
 @pytest.fixture

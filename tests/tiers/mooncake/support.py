@@ -1,4 +1,4 @@
-"""A real Mooncake Store on loopback ports for the Mooncake tier tests: master, metadata server, and a segment.
+"""A real Mooncake Store on loopback ports for the Mooncake tier tests (master, metadata server, a segment), and tiers on it.
 
 ``mooncake_master`` and the HTTP metadata server (``mooncake.http_metadata_server``) both
 ship in the client's package; they listen on 127.0.0.1 only. A third process lends the
@@ -15,12 +15,20 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+import torch
+
+from kvcontract import BlockIdentity
+from kvcontract.testing import example_identity
+from kvcontract.tiers import MooncakeTier
 from kvcontract.tiers.mooncake import client as mooncake_client
+from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.required_parts import skip_unless_required
 from tests.tiers.redis.support import HOST, free_port
+from tests.tiers.support import EVENTS_ON
 
 SEGMENT_BYTES = 64 << 20
 """Memory the segment process lends the store, unless told otherwise."""
@@ -286,3 +294,57 @@ class MooncakeStore:
             assert process.poll() is None, f"{process.args!r} exited at start"
             assert time.monotonic() < deadline, f"nothing listens on port {port}"
             time.sleep(0.02)
+
+
+class MakeTier(Protocol):
+    """Builds a tier on the session's store in the test's namespace, unless told otherwise."""
+
+    def __call__(
+        self,
+        *,
+        namespace: str | None = None,
+        host_blocks: torch.Tensor | None = None,
+        identity: BlockIdentity | None = None,
+        lookup_timeout: float = 10.0,
+        io_threads: int = 2,
+        start_degraded: bool = False,
+        integrity_key: bytes | None = None,
+        options: RemoteTierOptions = EVENTS_ON,
+        master: str | None = None,
+    ) -> MooncakeTier: ...
+
+
+def tier_on(
+    store: MooncakeStore,
+    host: torch.Tensor,
+    *,
+    namespace: str | None = None,
+    identity: BlockIdentity | None = None,
+    lookup_timeout: float = 10.0,
+    io_threads: int = 2,
+    start_degraded: bool = False,
+    master: str | None = None,
+    metadata_server: str | None = None,
+    integrity_key: bytes | None = None,
+    options: RemoteTierOptions = EVENTS_ON,
+    timeout: float = 1.0,
+) -> MooncakeTier:
+    """A tier on ``store`` (or the given addresses) over ``host`` that lends the store no memory, of the example identity unless told."""
+    return MooncakeTier(
+        host,
+        identity=identity if identity is not None else example_identity(int(host.shape[1])),
+        client=replace(
+            store.client(timeout),
+            master=master if master is not None else store.master,
+            metadata_server=metadata_server if metadata_server is not None else store.metadata_server,
+        ),
+        integrity_key=integrity_key,
+        options=replace(
+            options,
+            namespace=namespace,
+            lookup_timeout=lookup_timeout,
+            io_threads=io_threads,
+            retry_interval=0.05,
+            start_degraded=start_degraded,
+        ),
+    )

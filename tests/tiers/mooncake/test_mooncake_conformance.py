@@ -10,8 +10,7 @@ from kvcontract import OffloadKey, SecondaryTier
 from kvcontract.testing import check_tier
 from kvcontract.tiers import MooncakeTier
 from kvcontract.tiers.store_value import encode_value
-from tests.tiers.mooncake.conftest import tier_on
-from tests.tiers.mooncake.support import MooncakeStore
+from tests.tiers.mooncake.support import MooncakeStore, tier_on
 
 
 def test_the_mooncake_tier_conforms(mooncake_store: MooncakeStore) -> None:

@@ -11,8 +11,7 @@ import torch
 
 from kvcontract import LookupResult, TierJob
 from kvcontract.tiers.remote_tier import RemoteTierOptions
-from tests.tiers.mooncake.conftest import tier_on
-from tests.tiers.mooncake.support import MooncakeStore
+from tests.tiers.mooncake.support import MooncakeStore, tier_on
 from tests.tiers.redis.support import fill, job_counter, key, settle, store
 from tests.tiers.support import REPORT_LIMIT_S, reports_of
 

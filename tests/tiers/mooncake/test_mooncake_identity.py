@@ -14,8 +14,7 @@ from kvcontract import BlockIdentity, SecondaryTier
 from kvcontract.assembly import build_tier
 from kvcontract.config import MooncakeTierConfig
 from kvcontract.tiers import MooncakeTier
-from tests.tiers.mooncake.conftest import tier_on
-from tests.tiers.mooncake.support import MooncakeStore
+from tests.tiers.mooncake.support import MooncakeStore, tier_on
 from tests.tiers.support import SharedTierMachine, engines_keep_their_own
 from tests.tiers.test_identity_sharing import ENGINES, KEYS, engine_config
 

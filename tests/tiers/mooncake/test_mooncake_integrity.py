@@ -11,8 +11,7 @@ import torch
 from kvcontract import LookupResult, OffloadingEvent, OffloadKey
 from kvcontract.tiers.mooncake import tier as mooncake_tier
 from kvcontract.tiers.mooncake.client import OBJECT_ALREADY_EXISTS
-from tests.tiers.mooncake.conftest import MakeTier
-from tests.tiers.mooncake.support import MooncakeStore
+from tests.tiers.mooncake.support import MakeTier, MooncakeStore
 from tests.tiers.redis.support import fill, job_counter, key, load, settle, store
 from tests.tiers.support import INTEGRITY_KEY, STRANGERS, share_sealed, stranger_value
 

@@ -25,10 +25,8 @@ from kvcontract.tiers import MooncakeTier
 from kvcontract.tiers.mooncake import tier as mooncake_tier
 from kvcontract.tiers.remote_tier import RemoteTier, RemoteTierStats
 from tests.profiles import stateful_settings
-from tests.tiers.conftest import key
-from tests.tiers.mooncake.conftest import tier_on
-from tests.tiers.mooncake.support import MooncakeStore, RawStore
-from tests.tiers.support import REMOTE_IDENTITY, REMOTE_KEYS, RemoteTierMachine, remote_key_sets
+from tests.tiers.mooncake.support import MooncakeStore, RawStore, tier_on
+from tests.tiers.support import REMOTE_IDENTITY, REMOTE_KEYS, RemoteTierMachine, key, remote_key_sets
 
 
 class MooncakeTierMachine(RemoteTierMachine):

@@ -14,8 +14,7 @@ from kvcontract.testing import example_identity
 from kvcontract.tiers import MooncakeTier
 from kvcontract.tiers.mooncake.client import MooncakeUnavailableError
 from kvcontract.tiers.store_value import encode_value
-from tests.tiers.mooncake.conftest import MakeTier, tier_on
-from tests.tiers.mooncake.support import MooncakeStore
+from tests.tiers.mooncake.support import MakeTier, MooncakeStore, tier_on
 from tests.tiers.redis.support import (
     BLOCK_BYTES,
     drain,

@@ -11,7 +11,6 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
 
 import pytest
 import torch
@@ -20,32 +19,11 @@ from kvcontract import BlockIdentity
 from kvcontract.testing import example_identity
 from kvcontract.tiers import RedisTier
 from kvcontract.tiers.remote_tier import RemoteTierOptions
-from tests.tiers.redis.support import RedisClusterServers, RedisServer, missing_reason
+from tests.tiers.redis.support import MakeTier, RedisClusterServers, RedisServer, missing_reason
 from tests.tiers.support import EVENTS_ON
 
 collect_ignore_glob = [] if missing_reason() is None else ["test_redis_*.py"]
 _namespaces = itertools.count()
-
-
-class MakeTier(Protocol):
-    """Builds a tier on the session's server in the test's namespace, unless told otherwise."""
-
-    def __call__(
-        self,
-        *,
-        url: str | None = None,
-        cluster_nodes: Sequence[tuple[str, int]] = (),
-        namespace: str | None = None,
-        host_blocks: torch.Tensor | None = None,
-        identity: BlockIdentity | None = None,
-        socket_timeout: float = 2.0,
-        lookup_timeout: float = 10.0,
-        ttl_seconds: int | None = None,
-        io_threads: int = 2,
-        start_degraded: bool = False,
-        integrity_key: bytes | None = None,
-        options: RemoteTierOptions = EVENTS_ON,
-    ) -> RedisTier: ...
 
 
 @pytest.fixture(scope="session")

@@ -15,20 +15,26 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import torch
+
+from kvcontract import BlockIdentity
 from kvcontract.testing import example_identity
+from kvcontract.tiers import RedisTier
+from kvcontract.tiers.remote_tier import RemoteTierOptions
 from tests.required_parts import skip_unless_required
-from tests.tiers.conftest import BLOCK_BYTES as BLOCK_BYTES
-from tests.tiers.conftest import HOST_BLOCKS as HOST_BLOCKS
-from tests.tiers.conftest import drain as drain
-from tests.tiers.conftest import key as key
-from tests.tiers.conftest import pattern as pattern
-from tests.tiers.conftest import settle as settle
+from tests.tiers.support import BLOCK_BYTES as BLOCK_BYTES
+from tests.tiers.support import EVENTS_ON
+from tests.tiers.support import HOST_BLOCKS as HOST_BLOCKS
+from tests.tiers.support import drain as drain
 from tests.tiers.support import fill as fill
+from tests.tiers.support import key as key
 from tests.tiers.support import load as load
+from tests.tiers.support import pattern as pattern
+from tests.tiers.support import settle as settle
 from tests.tiers.support import store as store
 
 HOST = "127.0.0.1"
@@ -36,6 +42,27 @@ IDENTITY = example_identity(BLOCK_BYTES)
 """The block identity of the tests' tiers."""
 _START_LIMIT_S = 20.0
 """Guards against a hang only: servers start and jobs finish well within them."""
+
+
+class MakeTier(Protocol):
+    """Builds a tier on the session's server in the test's namespace, unless told otherwise."""
+
+    def __call__(
+        self,
+        *,
+        url: str | None = None,
+        cluster_nodes: Sequence[tuple[str, int]] = (),
+        namespace: str | None = None,
+        host_blocks: torch.Tensor | None = None,
+        identity: BlockIdentity | None = None,
+        socket_timeout: float = 2.0,
+        lookup_timeout: float = 10.0,
+        ttl_seconds: int | None = None,
+        io_threads: int = 2,
+        start_degraded: bool = False,
+        integrity_key: bytes | None = None,
+        options: RemoteTierOptions = EVENTS_ON,
+    ) -> RedisTier: ...
 
 
 def redis_server_path() -> str | None:

@@ -6,8 +6,7 @@ import torch
 
 from kvcontract import LookupResult
 from kvcontract.tiers.remote_tier import RemoteTierOptions
-from tests.tiers.redis.conftest import MakeTier
-from tests.tiers.redis.support import job_counter, key, settle, store
+from tests.tiers.redis.support import MakeTier, job_counter, key, settle, store
 
 
 def test_a_tier_without_events_keeps_none(make_tier: MakeTier, host: torch.Tensor) -> None:

@@ -10,9 +10,9 @@ import torch
 
 from kvcontract import LookupResult, OffloadKey
 from kvcontract.tiers import RedisTier
-from tests.tiers.redis.conftest import MakeTier
 from tests.tiers.redis.support import (
     HOST,
+    MakeTier,
     RedisClusterServers,
     RedisServer,
     fill,

@@ -9,9 +9,9 @@ import torch
 
 from kvcontract import LookupResult, TierJob
 from kvcontract.tiers import RedisTier
-from tests.tiers.redis.conftest import MakeTier
 from tests.tiers.redis.support import (
     BLOCK_BYTES,
+    MakeTier,
     RedisServer,
     drain,
     fill,

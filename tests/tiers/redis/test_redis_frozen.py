@@ -10,8 +10,7 @@ import torch
 
 from kvcontract import LookupResult, TierJob
 from kvcontract.tiers.remote_tier import RemoteTierOptions
-from tests.tiers.redis.conftest import MakeTier
-from tests.tiers.redis.support import RedisServer, fill, job_counter, key, settle, store
+from tests.tiers.redis.support import MakeTier, RedisServer, fill, job_counter, key, settle, store
 from tests.tiers.support import REPORT_LIMIT_S, reports_of
 
 _SOCKET_TIMEOUT_S = 1.0

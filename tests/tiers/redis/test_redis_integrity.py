@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from kvcontract import LookupResult, OffloadingEvent
-from tests.tiers.redis.conftest import MakeTier
-from tests.tiers.redis.support import RedisServer, fill, job_counter, key, load, settle, store
+from tests.tiers.redis.support import MakeTier, RedisServer, fill, job_counter, key, load, settle, store
 from tests.tiers.support import INTEGRITY_KEY, STRANGERS, share_sealed, stranger_value
 
 

@@ -25,9 +25,8 @@ from typing_extensions import override
 from kvcontract.tiers import RedisTier
 from kvcontract.tiers.remote_tier import RemoteTier, RemoteTierOptions, RemoteTierStats
 from tests.profiles import stateful_settings
-from tests.tiers.conftest import key
 from tests.tiers.redis.support import RedisServer
-from tests.tiers.support import REMOTE_IDENTITY, REMOTE_KEYS, RemoteTierMachine, remote_key_sets
+from tests.tiers.support import REMOTE_IDENTITY, REMOTE_KEYS, RemoteTierMachine, key, remote_key_sets
 
 
 class RedisTierMachine(RemoteTierMachine):

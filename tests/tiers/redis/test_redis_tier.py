@@ -15,10 +15,10 @@ from kvcontract.tiers import RedisTier
 from kvcontract.tiers.redis.client import RedisUnavailableError
 from kvcontract.tiers.remote_tier import RemoteTierOptions
 from kvcontract.tiers.store_value import encode_value
-from tests.tiers.redis.conftest import MakeTier
 from tests.tiers.redis.support import (
     BLOCK_BYTES,
     IDENTITY,
+    MakeTier,
     RedisServer,
     fill,
     free_port,
