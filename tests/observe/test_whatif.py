@@ -200,7 +200,7 @@ def test_simulate_serves_the_whatif_gauges(tmp_path: Path) -> None:
     try:
         text = _scrape_whatif(f"http://127.0.0.1:{port}/metrics", process)
     finally:
-        process.wait(timeout=600)
+        _, err = process.communicate(timeout=600)  # reads and closes the stderr pipe
     families = {family.name: family for family in parser.text_string_to_metric_families(text)}
     capacity = {
         (s.labels["capacity_multiplier"], s.labels["window"]) for s in families["kvcontract_whatif_hit_ratio"].samples
@@ -208,7 +208,7 @@ def test_simulate_serves_the_whatif_gauges(tmp_path: Path) -> None:
     assert capacity == {(m, w) for m in ("0.5", "2", "4") for w in ("run", "recent")}
     policies = {s.labels["policy"] for s in families["kvcontract_whatif_policy_hit_ratio"].samples}
     assert policies == set(BUILTIN_POLICIES)
-    assert process.returncode == 0
+    assert process.returncode == 0, err
 
 
 def _scrape_whatif(url: str, process: subprocess.Popen[str]) -> str:
