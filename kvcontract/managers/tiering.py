@@ -2,11 +2,12 @@
 
 Blocks stored in the primary cascade to every tier once readable; a primary miss that a
 tier holds is promoted back into a reserved primary block, answering ``RETRY`` until it
-lands. A request that waited on a key's promotion and finds it failed (a tier slower than its
-``job_deadline``, a store that broke) computes the key instead of promoting it again, so a
-slow tier costs recomputation, never a request that waits for ever; a promoted block evicted
-before its request loaded it is promoted again. Completions are polled at every call, never
-waited for, except by ``reset_cache`` and ``shutdown``, which drain in-flight jobs first. An engine with a per-step hook calls
+lands. A request that waited on a key's promotion and finds it failed (a tier slower than
+its ``job_deadline``, a store that broke) computes the key instead of promoting it again,
+so a slow tier costs recomputation, never a request that waits for ever; a promoted block
+evicted before its request loaded it is promoted again. Completions are polled at every
+call, never waited for, except by ``reset_cache`` and ``shutdown``, which drain in-flight
+jobs first. An engine with a per-step hook calls
 :meth:`~TieringOffloadingManager.end_step` there and keeps stepping while
 :meth:`~TieringOffloadingManager.has_pending_work`: tier jobs then land on steps that make
 no other call, instead of pinning primary blocks until the next request comes.
@@ -223,9 +224,10 @@ class TieringOffloadingManager(OffloadingManager):
             return LookupResult.RETRY
         if answer is LookupResult.HIT_PENDING:
             return answer
-        awaited = self._awaited(req_context)
-        if key in awaited.keys and key in self._failed:
-            return LookupResult.MISS
+        if key in self._failed:
+            awaited = req_context.get_state(_AwaitedPromotions)
+            if awaited is not None and key in awaited.keys:
+                return LookupResult.MISS
         retry = False
         for state in self._tiers:
             tier_answer = state.tier.lookup(key)
@@ -233,7 +235,7 @@ class TieringOffloadingManager(OffloadingManager):
             if tier_answer is LookupResult.HIT:
                 answer = self._start_promotion(key, state, self._prefix(req_context), req_context)
                 if key in self._promoting:
-                    awaited.keys.add(key)
+                    self._awaited(req_context).keys.add(key)
                 return answer
             retry = retry or tier_answer is LookupResult.RETRY
         return LookupResult.RETRY if retry else LookupResult.MISS

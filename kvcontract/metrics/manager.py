@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from kvcontract.contracts import ManagerStats, OffloadingManager
 from kvcontract.managers import TieringStats, TierStats
@@ -71,61 +71,72 @@ def _host_gauges(stats: ManagerStats) -> list[MetricSample]:
 
 
 def _manager_counters(stats: ManagerStats, labels: Mapping[str, str]) -> Iterator[MetricSample]:
-    for name, value, documentation in (
-        ("hits", stats.hits, "Lookups that found the block readable in host memory."),
-        ("misses", stats.misses, "Lookups that did not find the block readable in host memory."),
-        ("evictions", stats.evicted, "Blocks evicted from host memory by the policy."),
-        ("stored_blocks", stats.stored, "Blocks made readable in host memory."),
-        ("loaded_blocks", stats.loaded, "Blocks loaded from host memory."),
+    return _counters(
         (
-            "failed_store_blocks",
-            stats.failed_stores,
-            "Blocks not stored: no room in host memory, or their store failed.",
+            ("hits", stats.hits, "Lookups that found the block readable in host memory."),
+            ("misses", stats.misses, "Lookups that did not find the block readable in host memory."),
+            ("evictions", stats.evicted, "Blocks evicted from host memory by the policy."),
+            ("stored_blocks", stats.stored, "Blocks made readable in host memory."),
+            ("loaded_blocks", stats.loaded, "Blocks loaded from host memory."),
+            (
+                "failed_store_blocks",
+                stats.failed_stores,
+                "Blocks not stored: no room in host memory, or their store failed.",
+            ),
         ),
-    ):
-        yield MetricSample(name + "_total", "counter", documentation, value, labels)
+        labels,
+        vllm=False,
+    )
+
+
+def _counters(rows: Iterable[tuple[str, int, str]], labels: Mapping[str, str], *, vllm: bool) -> Iterator[MetricSample]:
+    """Counters of ``(name, value, help)`` rows: vLLM's names as vLLM spells them, kvcontract's with ``_total``."""
+    for name, value, documentation in rows:
+        yield MetricSample(name if vllm else name + "_total", "counter", documentation, value, labels, vllm_name=vllm)
 
 
 def tier_samples(tier: TierStats, label: str) -> Iterator[MetricSample]:
     """The tiering family of one tier's stats, labelled ``tier=label``."""
     labels = {"tier": label}
-    for name, value, documentation in (
-        ("kv_offload_tiering_read_bytes", tier.bytes_read, "Bytes read from the secondary tier."),
-        ("kv_offload_tiering_write_bytes", tier.bytes_written, "Bytes written to the secondary tier."),
-        ("kv_offload_tiering_chunk_queries", tier.lookups, "Lookups that reached the secondary tier."),
-        ("kv_offload_tiering_chunk_hits", tier.hits, "Lookups the secondary tier answered with a hit."),
-        ("kv_offload_tiering_promotion_job_failures", tier.promotion_failures, "Failed promotion jobs."),
-        ("kv_offload_tiering_cascade_job_failures", tier.cascade_failures, "Failed cascade (write) jobs."),
-    ):
-        yield MetricSample(name, "counter", documentation, value, labels, vllm_name=True)
-    yield MetricSample(
-        "skipped_cascades_total",
-        "counter",
-        "Blocks not written to a secondary tier because cascades in flight already pinned their share of host memory.",
-        tier.skipped_cascades,
+    yield from _counters(
+        (
+            ("kv_offload_tiering_read_bytes", tier.bytes_read, "Bytes read from the secondary tier."),
+            ("kv_offload_tiering_write_bytes", tier.bytes_written, "Bytes written to the secondary tier."),
+            ("kv_offload_tiering_chunk_queries", tier.lookups, "Lookups that reached the secondary tier."),
+            ("kv_offload_tiering_chunk_hits", tier.hits, "Lookups the secondary tier answered with a hit."),
+            ("kv_offload_tiering_promotion_job_failures", tier.promotion_failures, "Failed promotion jobs."),
+            ("kv_offload_tiering_cascade_job_failures", tier.cascade_failures, "Failed cascade (write) jobs."),
+        ),
         labels,
+        vllm=True,
     )
-    yield MetricSample(
-        "checksum_failures_total",
-        "counter",
-        "Blocks read back from a secondary tier that failed their checksum "
-        "(the file tier counts every failed check of a block file: checksum, header or length).",
-        tier.checksum_failures,
+    yield from _counters(
+        (
+            (
+                "skipped_cascades",
+                tier.skipped_cascades,
+                "Blocks not written to a secondary tier because cascades in flight already pinned their share "
+                "of host memory.",
+            ),
+            (
+                "checksum_failures",
+                tier.checksum_failures,
+                "Blocks read back from a secondary tier that failed their checksum "
+                "(the file tier counts every failed check of a block file: checksum, header or length).",
+            ),
+            (
+                "identity_mismatches",
+                tier.identity_mismatches,
+                "Values a secondary tier met that another block identity (model, layout, rank or namespace) "
+                "wrote; each is a miss, never data.",
+            ),
+            (
+                "forged_values",
+                tier.forged_values,
+                "Values a secondary tier with an integrity key met whose MAC did not hold (written without the "
+                "key, with another, or altered); each is a miss, never data.",
+            ),
+        ),
         labels,
-    )
-    yield MetricSample(
-        "identity_mismatches_total",
-        "counter",
-        "Values a secondary tier met that another block identity (model, layout, rank or namespace) wrote; "
-        "each is a miss, never data.",
-        tier.identity_mismatches,
-        labels,
-    )
-    yield MetricSample(
-        "forged_values_total",
-        "counter",
-        "Values a secondary tier with an integrity key met whose MAC did not hold (written without the key, "
-        "with another, or altered); each is a miss, never data.",
-        tier.forged_values,
-        labels,
+        vllm=False,
     )

@@ -37,10 +37,9 @@ from typing_extensions import TypeVar, override
 from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
 from kvcontract.contracts.request import LookupResult
-from kvcontract.contracts.tier import SecondaryTier, TierJob
-from kvcontract.contracts.values import OffloadingEvent, TransferResult
-from kvcontract.tiers.event_log import EventLog
-from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks, check_identity_block_bytes
+from kvcontract.contracts.tier import TierJob
+from kvcontract.contracts.values import TransferResult
+from kvcontract.tiers.base import TierBase
 from kvcontract.tiers.integrity import MismatchLog, ValueMac
 from kvcontract.tiers.io_pool import BACKGROUND, PriorityThreadPool
 from kvcontract.tiers.store_value import BadValueError
@@ -161,7 +160,7 @@ StatsT = TypeVar("StatsT", bound=RemoteTierStats, covariant=True, default=Remote
 """A remote tier's stats: :class:`RemoteTierStats`, or a store's own with counters of its own added."""
 
 
-class RemoteTier(SecondaryTier, Generic[StatsT]):
+class RemoteTier(TierBase, Generic[StatsT]):
     """A secondary tier whose blocks are values of a remote store that many engines share.
 
     ``host_blocks`` is the host memory that job host block ids index: a 2-D ``torch.uint8``
@@ -191,15 +190,14 @@ class RemoteTier(SecondaryTier, Generic[StatsT]):
         options: RemoteTierOptions,
         stats: StatsT,
     ) -> None:
-        tier = type(self).__name__
-        check_host_blocks(host_blocks, tier)
-        check_identity_block_bytes(identity, host_blocks, tier)
-        self._host = host_blocks
-        self._rows = host_blocks.numpy()
-        self._block_bytes = int(host_blocks.shape[1])
-        self._identity = identity
-        self._fingerprint = identity.fingerprint
-        self._mac = mac
+        super().__init__(
+            host_blocks,
+            identity=identity,
+            mac=mac,
+            medium=medium,
+            where=where,
+            enable_events=options.enable_events,
+        )
         self._forged_logged = False
         self._options = options
         namespace = options.namespace
@@ -207,7 +205,6 @@ class RemoteTier(SecondaryTier, Generic[StatsT]):
             f":{namespace}" if namespace else ""
         )
         self._name = name
-        self._where = where
         self._log = logging.getLogger(type(self).__module__)
         self._healthy = False
         try:
@@ -217,7 +214,6 @@ class RemoteTier(SecondaryTier, Generic[StatsT]):
             if not options.start_degraded:
                 raise
             self._log.warning("%s: %s does not answer; starting degraded", name, where)
-        self._lock = threading.Lock()
         self._answered = threading.Condition(self._lock)
         self._counters = stats
         self._mismatches = MismatchLog(self._log, f"{name} at {where}", identity.fingerprint_hex)
@@ -226,9 +222,6 @@ class RemoteTier(SecondaryTier, Generic[StatsT]):
         self._asking: dict[OffloadKey, float] = {}
         self._absent: dict[OffloadKey, float] = {}
         self._queued: list[OffloadKey] = []
-        self._events = EventLog(medium, enabled=options.enable_events)
-        self._finished: list[TransferResult] = []
-        self._active_jobs: set[int] = set()
         self._deadlines: dict[int, tuple[float, Sequence[int]]] = {}
         """Jobs in flight: when each is overdue, and the host blocks a load writes (empty for a store)."""
         self._expired: set[int] = set()
@@ -238,7 +231,6 @@ class RemoteTier(SecondaryTier, Generic[StatsT]):
         self._expiry_logged = False
         self._probing = False
         self._last_probe = -float("inf")
-        self._closed = False
         thread = name.replace(" ", "-")
         self._pool = PriorityThreadPool(options.io_threads, name=thread)
         self._lookup_thread = threading.Thread(target=self._lookup_loop, name=f"{thread}-lookup", daemon=True)
@@ -247,11 +239,6 @@ class RemoteTier(SecondaryTier, Generic[StatsT]):
     @override
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._where!r}, prefix={self._prefix!r})"
-
-    @property
-    def identity(self) -> BlockIdentity:
-        """The block identity whose values this tier reads and writes."""
-        return self._identity
 
     @property
     def namespace(self) -> str | None:
@@ -321,12 +308,12 @@ class RemoteTier(SecondaryTier, Generic[StatsT]):
 
         ``False`` (nothing started) once shut down or while the store does not answer.
         """
-        check_host_block_ids(job, self._host, type(self).__name__)
+        self._check_job(job)
         now = time.monotonic()
         with self._lock:
             if not self._accepting(now):
                 return False
-            self._claim(job.job_id, ())
+            self._start_job(job.job_id, ())
             new: dict[OffloadKey, int] = {}
             for key, host_id in zip(job.keys, job.host_block_ids):
                 if key in new or key in self._storing or self._known.get(key, 0.0) > now:
@@ -347,14 +334,14 @@ class RemoteTier(SecondaryTier, Generic[StatsT]):
         ``False`` (nothing started) once shut down, while the store does not answer, or
         when a key is not known present (:meth:`lookup` would not say ``HIT``).
         """
-        check_host_block_ids(job, self._host, type(self).__name__)
+        self._check_job(job)
         now = time.monotonic()
         with self._lock:
             if not self._accepting(now):
                 return False
             if any(self._known.get(key, 0.0) <= now for key in job.keys):
                 return False
-            self._claim(job.job_id, job.host_block_ids)
+            self._start_job(job.job_id, job.host_block_ids)
             self._start_load(job.job_id, job.keys, job.host_block_ids)
         return True
 
@@ -364,8 +351,7 @@ class RemoteTier(SecondaryTier, Generic[StatsT]):
         with self._lock:
             if self._deadlines:
                 self._expire_overdue(time.monotonic())
-            finished, self._finished = self._finished, []
-        return finished
+        return super().get_finished()
 
     def _expire_overdue(self, now: float) -> None:
         """Fail the jobs past their deadline: zero a load's host blocks, forget a store's claim on its keys. Lock held."""
@@ -417,19 +403,10 @@ class RemoteTier(SecondaryTier, Generic[StatsT]):
         return True
 
     @override
-    def take_events(self) -> list[OffloadingEvent]:
-        """Blocks stored, and blocks found gone or bad, since the last call (none unless ``enable_events``)."""
-        return self._events.take()
-
-    @override
-    def shutdown(self) -> None:
-        """Refuse new jobs, fail the queued ones at once, wait for the calls in flight (each within the store's timeout), stop the threads, close the client."""
+    def _release(self) -> None:
+        """Stop the lookup thread and close the client; the queued jobs failed at once, the calls in flight ended within the store's timeout."""
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
             self._answered.notify_all()
-        self._pool.shutdown()
         self._lookup_thread.join()
         self._close()
 
@@ -482,11 +459,9 @@ class RemoteTier(SecondaryTier, Generic[StatsT]):
             return False
         return True
 
-    def _claim(self, job_id: int, host_ids: Sequence[int]) -> None:
-        """Take ``job_id`` in flight, with its deadline; ``host_ids`` are a load's host blocks (empty for a store)."""
-        if job_id in self._active_jobs:
-            raise ValueError(f"job id {job_id} is still in flight on {self!r}: give each job a new id")
-        self._active_jobs.add(job_id)
+    def _start_job(self, job_id: int, host_ids: Sequence[int]) -> None:
+        """Take ``job_id`` in flight, with its deadline; ``host_ids`` are a load's host blocks (empty for a store). Lock held."""
+        self._claim(job_id)
         if self._options.job_deadline is not None and (not host_ids or self._loads_expire):
             self._deadlines[job_id] = (time.monotonic() + self._options.job_deadline, host_ids)
 
@@ -663,6 +638,5 @@ class RemoteTier(SecondaryTier, Generic[StatsT]):
         """Report a job as finished. Lock held."""
         if not success:
             self._counters.failed_jobs += 1
-        self._finished.append(TransferResult(job_id, success, transfer_bytes, seconds))
-        self._active_jobs.discard(job_id)
+        self._report(job_id, success, transfer_bytes, seconds)
         self._deadlines.pop(job_id, None)

@@ -7,7 +7,6 @@ import functools
 import itertools
 import logging
 import math
-import threading
 import time
 from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
@@ -20,13 +19,12 @@ from kvcontract.contracts.identity import BlockIdentity
 from kvcontract.contracts.keys import OffloadKey
 from kvcontract.contracts.policy import CachePolicy
 from kvcontract.contracts.request import LookupResult
-from kvcontract.contracts.tier import SecondaryTier, TierJob
-from kvcontract.contracts.values import BlockStatus, OffloadingEvent, TransferResult
+from kvcontract.contracts.tier import TierJob
+from kvcontract.contracts.values import BlockStatus
 from kvcontract.policies import make_policy
-from kvcontract.tiers.event_log import EventLog
+from kvcontract.tiers.base import TierBase
 from kvcontract.tiers.file.block_dir import DEFAULT_UMASK, BlockDirectory, ForeignBlock, FoundBlock
 from kvcontract.tiers.file.block_file import delete_block, read_block, write_block
-from kvcontract.tiers.host_blocks import check_host_block_ids, check_host_blocks, check_identity_block_bytes
 from kvcontract.tiers.integrity import (
     CorruptBlockError,
     ForgedValueError,
@@ -70,7 +68,7 @@ class _JobProgress:
     store_order: Sequence[OffloadKey] = ()
 
 
-class FileTier(SecondaryTier):
+class FileTier(TierBase):
     """Blocks as files under ``root``, with its own capacity (in blocks) and eviction policy.
 
     ``host_blocks`` is the host memory that job host block ids index: a 2-D ``torch.uint8``
@@ -128,29 +126,24 @@ class FileTier(SecondaryTier):
     ) -> None:
         if capacity < 1:
             raise ValueError(f"FileTier capacity must be at least 1 block, got {capacity}")
-        check_host_blocks(host_blocks, "FileTier")
-        check_identity_block_bytes(identity, host_blocks, "FileTier")
-        self._host = host_blocks
-        self._rows = host_blocks.numpy()
-        self._block_bytes = int(host_blocks.shape[1])
+        super().__init__(
+            host_blocks,
+            identity=identity,
+            mac=value_mac(integrity_key),
+            medium=MEDIUM,
+            where=str(root),
+            enable_events=enable_events,
+        )
         self._capacity = capacity
         self._policy = make_policy(policy, capacity)
-        self._identity = identity
-        self._fingerprint = identity.fingerprint
-        self._mac = value_mac(integrity_key)
         self._forged = 0
         self._dir = BlockDirectory(
             Path(root), identity.fingerprint_hex, umask=umask, trust_shared_root=trust_shared_root
         )
         self._mismatches = MismatchLog(_log, f"file tier at {root}", identity.fingerprint_hex)
-        self._lock = threading.Lock()
         self._block_ids = itertools.count()
-        self._events = EventLog(MEDIUM, enabled=enable_events)
-        self._finished: list[TransferResult] = []
-        self._active_jobs: set[int] = set()
         self._deleting: dict[OffloadKey, int] = {}
         self._stores_behind_delete: dict[OffloadKey, list[Task]] = {}
-        self._closed = False
         self._checksum_failures = 0
         if self._dir.remove_format_1_shards():
             _log.info(
@@ -167,11 +160,6 @@ class FileTier(SecondaryTier):
     def block_path(self, key: OffloadKey) -> Path:
         """Where ``key``'s block file belongs, for people and tests; the tier reaches it through its directory."""
         return Path(self._dir.path_of(key))
-
-    @property
-    def identity(self) -> BlockIdentity:
-        """The block identity whose blocks this tier reads and writes."""
-        return self._identity
 
     @property
     def capacity(self) -> int:
@@ -203,7 +191,7 @@ class FileTier(SecondaryTier):
         ``False`` (nothing started) once shut down, or when the policy cannot free room for
         them without evicting a key of the job, a block being read or one being written.
         """
-        check_host_block_ids(job, self._host, "FileTier")
+        self._check_job(job)
         with self._lock:
             if self._closed:
                 return False
@@ -240,7 +228,7 @@ class FileTier(SecondaryTier):
         ``False`` (nothing started) once shut down or when a key is not readable now
         (:meth:`lookup` would not say ``HIT``).
         """
-        check_host_block_ids(job, self._host, "FileTier")
+        self._check_job(job)
         with self._lock:
             if self._closed:
                 return False
@@ -265,13 +253,6 @@ class FileTier(SecondaryTier):
             return FileTierStats(self._checksum_failures, self._mismatches.count, self._forged)
 
     @override
-    def get_finished(self) -> list[TransferResult]:
-        """Jobs finished since the last call, each once, with bytes moved and seconds of I/O."""
-        with self._lock:
-            finished, self._finished = self._finished, []
-        return finished
-
-    @override
     def touch(self, keys: Sequence[OffloadKey]) -> None:
         """Mark the indexed ``keys`` recently used, the first most recently."""
         with self._lock:
@@ -280,18 +261,7 @@ class FileTier(SecondaryTier):
                 self._policy.touch(present)
 
     @override
-    def take_events(self) -> list[OffloadingEvent]:
-        """Blocks stored, found at start, evicted or found unreadable since the last call (with ``enable_events``)."""
-        return self._events.take()
-
-    @override
-    def shutdown(self) -> None:
-        """Refuse new jobs, finish those in flight and stop the I/O threads."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._pool.shutdown()
+    def _release(self) -> None:
         self._dir.close()
 
     def _rebuild_index(self) -> None:
@@ -313,13 +283,6 @@ class FileTier(SecondaryTier):
             self._policy.mark_evictable(block.key)
         if kept:
             self._events.record([b.key for b in kept], removed=False)
-
-    def _claim(self, job_id: int) -> None:
-        if job_id in self._active_jobs:
-            raise ValueError(
-                f"job id {job_id} is still in flight on the file tier at {self.root}: give each job a new id"
-            )
-        self._active_jobs.add(job_id)
 
     def _make_room(self, count: int, protected: Set[OffloadKey]) -> bool:
         """Evict so that ``count`` more blocks fit; queue the victims' deletion. Lock held."""
@@ -432,5 +395,4 @@ class FileTier(SecondaryTier):
             stored = [key for key in progress.store_order if key in progress.stored_keys]
             self._events.record(stored, removed=False)
         seconds = time.perf_counter() - progress.started if progress.transfer_bytes else 0.0
-        self._finished.append(TransferResult(progress.job_id, progress.success, progress.transfer_bytes, seconds))
-        self._active_jobs.discard(progress.job_id)
+        self._report(progress.job_id, progress.success, progress.transfer_bytes, seconds)

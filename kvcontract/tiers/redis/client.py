@@ -33,8 +33,9 @@ MISSING_EXTRA = "the Redis tier needs the redis package: pip install 'kvcontract
 
 
 def check_pool_size(pool_size: int, io_threads: int) -> None:
-    """Refuse a pool smaller than the tier's threads need: each I/O thread and the lookup thread hold a connection,
-    and one more would wait for ever. The one check, for the config and the constructor alike."""
+    """Refuse a pool smaller than the tier's threads need: each I/O thread and the lookup thread hold a connection
+    at once, and a thread that found none free would wait out the connect timeout. The one check, for the config and
+    the constructor alike."""
     if pool_size < io_threads + 1:
         raise ValueError(
             f"pool_size ({pool_size}) must be at least io_threads + 1 ({io_threads + 1}): "
