@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -261,6 +262,8 @@ class MooncakeStore:
                 text=True,
             )
         assert self._segment.stdout is not None
+        answered, _, _ = select.select([self._segment.stdout], [], [], _START_LIMIT_S)
+        assert answered, f"the segment process said nothing in {_START_LIMIT_S} s (see {self.workdir / 'segment.log'})"
         line = self._segment.stdout.readline().strip()
         assert line == "ready", f"the segment process did not start: {line!r} (see {self.workdir / 'segment.log'})"
 
