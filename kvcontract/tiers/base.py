@@ -74,7 +74,7 @@ class TierBase(SecondaryTier):
 
     @override
     def take_events(self) -> list[OffloadingEvent]:
-        """Blocks stored, and blocks found gone or bad, since the last call (none unless ``enable_events``)."""
+        """Blocks the tier gained (stored, found at start) and lost (evicted, gone, bad) since the last call (none unless ``enable_events``)."""
         return self._events.take()
 
     @override
